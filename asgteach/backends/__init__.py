@@ -1,0 +1,102 @@
+"""Backends turn a graph into numbers. ``numpy`` always works; ``wgpu`` runs WGSL
+shaders on a GPU (or on Mesa's lavapipe CPU Vulkan driver) when an adapter exists.
+
+``at.run(outputs, feeds, backend=...)`` compiles a Plan once per (backend, outputs) and
+caches it on the graph, so calling it in a loop does not recompile.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..tensor import Tensor
+from .numpy_backend import FeedError, KernelError, NumericsError  # noqa: F401
+
+__all__ = ["get_backend", "available", "describe", "run", "compile", "BackendUnavailable",
+           "FeedError", "KernelError", "NumericsError"]
+
+_MODULES = {"numpy": "asgteach.backends.numpy_backend", "wgpu": "asgteach.backends.wgpu_backend"}
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here; the message says how to get it."""
+
+
+def get_backend(name: str) -> Any:
+    """The backend module called ``name`` ("numpy", "wgpu", or "auto": wgpu if usable, else numpy)."""
+    if name == "auto":
+        return get_backend("wgpu") if "wgpu" in available() else get_backend("numpy")
+    if name not in _MODULES:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(_MODULES)} or 'auto'")
+    try:
+        module = importlib.import_module(_MODULES[name])
+    except ImportError as e:
+        raise BackendUnavailable(
+            f"the {name} backend cannot be loaded ({e}). Install the extra: pip install 'asgteach[gpu]'"
+        ) from e
+    check = getattr(module, "check_available", None)
+    if check is not None:
+        check()  # raises BackendUnavailable with instructions
+    return module
+
+
+def available() -> list[str]:
+    """Names of the backends that can run on this machine."""
+    names = ["numpy"]
+    try:
+        get_backend("wgpu")
+        names.append("wgpu")
+    except Exception:  # noqa: BLE001 - any failure means "not available here"
+        pass
+    return names
+
+
+def describe() -> dict[str, Any]:
+    """What each backend would run on (the wgpu adapter, or why there is none)."""
+    info: dict[str, Any] = {"numpy": {"available": True, "numpy": np.__version__}}
+    try:
+        module = get_backend("wgpu")
+        info["wgpu"] = {"available": True, **module.describe()}
+    except Exception as e:  # noqa: BLE001
+        info["wgpu"] = {"available": False, "reason": str(e)}
+    return info
+
+
+def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: A001
+    """Compile ``outputs`` into a Plan for ``backend`` (cached on the graph)."""
+    outputs = list(outputs)
+    if not outputs:
+        raise ValueError("nothing to run: pass at least one output Tensor")
+    graph = outputs[0].graph
+    for t in outputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"outputs must be Tensors, got {type(t).__name__}")
+        if t.graph is not graph:
+            raise ValueError("all outputs must belong to one graph")
+    module = get_backend(backend)
+    key = (module.NAME, tuple(t.node_id for t in outputs))
+    plan = graph._plan_cache.get(key)
+    if plan is None:
+        plan = module.compile(graph, [t.node_id for t in outputs])
+        graph._plan_cache[key] = plan
+    return plan
+
+
+def run(
+    outputs: Tensor | Sequence[Tensor],
+    feeds: Mapping[Any, Any] | None = None,
+    backend: str = "numpy",
+    **options: Any,
+) -> Any:
+    """Run the graph: the values of ``outputs`` given ``feeds`` ({Tensor or name: array}).
+
+    Returns a list of numpy arrays (one array if ``outputs`` is a single Tensor).
+    Options go to ``Plan.run`` (``dtype=``, ``on_nan=``).
+    """
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    values = compile(outs, backend).run(feeds or {}, **options)
+    return values[0] if single else values

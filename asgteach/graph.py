@@ -1,0 +1,339 @@
+"""The Abstract Semantic Graph (ASG): nodes and the graph that holds them.
+
+asgteach is *define-then-run*: calling ``at.relu(x @ w)`` computes nothing. It appends
+nodes to a :class:`Graph`, and only a backend (``at.run``) later turns the graph into
+numbers. Keeping the whole computation as data is what lets us draw it, check its
+shapes before anything runs, differentiate it into a second graph, and run it on
+different hardware.
+
+Two rules keep the graph simple:
+
+* **Append-only.** A node is never changed or removed once added. A node can only use
+  nodes that already exist, so the order of ``graph.nodes`` is always a valid
+  topological order: walking it front to back evaluates the graph, walking it back to
+  front is reverse-mode autodiff.
+* **Every node remembers where the user created it** (``node.source``, ``file:line``),
+  so an error about a node can point at the line of the user's code that made it.
+
+This module imports nothing else from asgteach: it is the bottom of the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+__all__ = ["Node", "Graph", "default_graph", "user_source", "PHASES", "DTYPES"]
+
+#: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
+PHASES = ("forward", "backward")
+#: Element kinds a node can hold. The *precision* of "float" (float32 or float64) is
+#: chosen when the graph runs, from the feeds: the same graph runs in float32 for speed
+#: and in float64 for gradient checks.
+DTYPES = ("float", "int")
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_source(skip_package: bool = True) -> str:
+    """Return ``"file:line"`` of the innermost stack frame outside the asgteach package.
+
+    That frame is the user's line (a notebook cell, a script, a test), which is what an
+    error message should point at: the user never wrote ``ops/elementwise.py``.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        inside = filename.startswith(_PACKAGE_DIR + os.sep)
+        if not (skip_package and inside):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "<unknown>:0"
+
+
+def source_line_text(source: str) -> str:
+    """The text of the user's line for a ``file:line`` source, or "" if unavailable."""
+    path, _, line = source.rpartition(":")
+    if not path or not line.isdigit():
+        return ""
+    return linecache.getline(path, int(line)).strip()
+
+
+@dataclass
+class Node:
+    """One vertex of the ASG.
+
+    Attributes:
+        id: position in ``graph.nodes`` (also a topological index).
+        op: the op name, a key of ``asgteach.ops.REGISTRY``; "input", "parameter" and
+            "constant" are the leaves.
+        inputs: ids of the nodes this one reads, in argument order.
+        attrs: the op's static arguments (``axis``, ``keepdims``, ...), JSON-friendly.
+        shape: the output shape, inferred when the node was created.
+        dtype: "float" or "int" (see ``DTYPES``).
+        name: a human name (inputs and parameters carry the user's name).
+        phase: "forward" or "backward".
+        source: ``file:line`` of the user's code that created the node.
+        meta: free-form facts for tools: a parameter's layer/role/init, which forward
+            node a backward node belongs to (``vjp_of``), which node a gradient is of
+            (``grad_of``).
+    """
+
+    id: int
+    op: str
+    inputs: tuple[int, ...]
+    attrs: dict[str, Any]
+    shape: tuple[int, ...]
+    dtype: str
+    name: str
+    phase: str = "forward"
+    source: str = "<unknown>:0"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def describe(self) -> str:
+        """A one-line human description, used in error messages."""
+        label = f"'{self.name}'" if self.name and self.name != self.op else ""
+        return f"{self.op} {label} #{self.id} {self.shape} at {self.source}".replace("  ", " ")
+
+
+class Graph:
+    """An append-only computation graph; also a context manager.
+
+    >>> import asgteach as at
+    >>> with at.Graph() as g:
+    ...     x = at.input("x", (3,))
+    ...     y = at.sum(x * x)
+    >>> [n.op for n in g.nodes]
+    ['input', 'mul', 'sum']
+
+    Ops called outside any ``with Graph()`` block go to a process-wide default graph
+    (``at.default_graph()``).
+    """
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.nodes: list[Node] = []
+        #: values of constant nodes, by node id (kept out of Node so JSON stays small)
+        self.constants: dict[int, np.ndarray] = {}
+        self._phase = "forward"
+        self._phase_meta: dict[str, Any] = {}
+        self._by_name: dict[str, int] = {}
+        #: compiled plans, keyed by (backend, output ids); valid forever because the
+        #: graph only grows and a node's ancestors never change.
+        self._plan_cache: dict[Any, Any] = {}
+        #: one record per ``at.grad`` call: the seed, the order in which the backward
+        #: sweep visited forward nodes, and which node holds each gradient (read by
+        #: the step-through view).
+        self.passes: list[dict[str, Any]] = []
+
+    # -- building ------------------------------------------------------------------
+    def add_node(
+        self,
+        op: str,
+        inputs: tuple[int, ...] | list[int],
+        attrs: dict[str, Any] | None,
+        shape: tuple[int, ...],
+        dtype: str,
+        name: str | None = None,
+        source: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> Node:
+        """Append a node and return it. Callers (ops) have already checked shapes."""
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        for i in inputs:
+            if not 0 <= i < len(self.nodes):
+                raise ValueError(f"input id {i} is not a node of this graph")
+        node_meta = dict(self._phase_meta)
+        node_meta.update(meta or {})
+        node = Node(
+            id=len(self.nodes),
+            op=op,
+            inputs=tuple(int(i) for i in inputs),
+            attrs=dict(attrs or {}),
+            shape=tuple(int(d) for d in shape),
+            dtype=dtype,
+            name=name or op,
+            phase=self._phase,
+            source=source or user_source(),
+            meta=node_meta,
+        )
+        self.nodes.append(node)
+        if op in ("input", "parameter"):
+            self._by_name.setdefault(node.name, node.id)
+        return node
+
+    @contextmanager
+    def phase(self, phase: str, **meta: Any) -> Iterator[None]:
+        """Stamp every node created inside the block with ``phase`` (and ``meta``)."""
+        if phase not in PHASES:
+            raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+        old_phase, old_meta = self._phase, self._phase_meta
+        self._phase = phase
+        self._phase_meta = {**old_meta, **meta}
+        try:
+            yield
+        finally:
+            self._phase, self._phase_meta = old_phase, old_meta
+
+    # -- looking things up ---------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __getitem__(self, node_id: int) -> Node:
+        return self.nodes[node_id]
+
+    def find(self, name: str) -> Node:
+        """The input or parameter called ``name``."""
+        try:
+            return self.nodes[self._by_name[name]]
+        except KeyError:
+            known = ", ".join(sorted(self._by_name)) or "none"
+            raise KeyError(f"no input or parameter named {name!r} in this graph (known: {known})")
+
+    def inputs(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "input"]
+
+    def parameters(self) -> list[Node]:
+        return [n for n in self.nodes if n.op == "parameter"]
+
+    def ancestors(self, ids: list[int] | tuple[int, ...]) -> list[int]:
+        """Ids of ``ids`` and everything they depend on, in topological (id) order."""
+        seen: set[int] = set()
+        stack = list(ids)
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            stack.extend(self.nodes[i].inputs)
+        return sorted(seen)
+
+    def consumers(self) -> dict[int, list[int]]:
+        """For each node id, the ids of the nodes that read it (fan-out)."""
+        out: dict[int, list[int]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for i in n.inputs:
+                out[i].append(n.id)
+        return out
+
+    def extract(self, ids: list[int] | tuple[int, ...], name: str | None = None) -> tuple["Graph", dict[int, int]]:
+        """A new graph holding ``ids`` and their ancestors (ids renumbered), and the id map.
+
+        Tools that must add nodes without touching the user's graph (gradcheck, for one)
+        work on such a copy.
+        """
+        keep = self.ancestors(ids)
+        g = Graph(name or f"{self.name} (copy)")
+        mapping: dict[int, int] = {}
+        for i in keep:
+            n = self.nodes[i]
+            new = g.add_node(n.op, [mapping[j] for j in n.inputs], dict(n.attrs), n.shape, n.dtype,
+                             name=n.name, source=n.source, meta={**n.meta, "copied_from": n.id})
+            new.phase = n.phase
+            mapping[i] = new.id
+            if i in self.constants:
+                g.constants[new.id] = self.constants[i]
+        return g, mapping
+
+    # -- context manager: ``with at.Graph() as g:`` ----------------------------------
+    def __enter__(self) -> "Graph":
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _stack().pop()
+
+    def __repr__(self) -> str:
+        fwd = sum(1 for n in self.nodes if n.phase == "forward")
+        return f"<Graph {self.name!r}: {len(self.nodes)} nodes ({fwd} forward, {len(self.nodes) - fwd} backward)>"
+
+    # -- serialisation -------------------------------------------------------------
+    def to_json(self, include_constants: bool = True) -> str:
+        """The structure as JSON. Constants are inlined (as nested lists) by default.
+
+        Parameter *values* are not part of the structure; they travel in safetensors
+        files (see the Trainer).
+        """
+        doc: dict[str, Any] = {"format": "asgteach-graph", "version": 1, "name": self.name, "nodes": []}
+        for n in self.nodes:
+            rec = {
+                "id": n.id, "op": n.op, "inputs": list(n.inputs), "attrs": n.attrs,
+                "shape": list(n.shape), "dtype": n.dtype, "name": n.name, "phase": n.phase,
+                "source": n.source, "meta": n.meta,
+            }
+            if include_constants and n.id in self.constants:
+                value = self.constants[n.id]
+                rec["value"] = {"dtype": str(value.dtype), "data": value.tolist()}
+            doc["nodes"].append(rec)
+        doc["passes"] = self.passes
+        return json.dumps(doc, default=_json_default)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Graph":
+        """Rebuild a graph written by :meth:`to_json` (same ids, shapes, metadata)."""
+        doc = json.loads(text)
+        if doc.get("format") != "asgteach-graph":
+            raise ValueError("not an asgteach graph document (missing format 'asgteach-graph')")
+        g = cls(doc.get("name", "graph"))
+        for rec in doc["nodes"]:
+            attrs = {k: _from_json_attr(v) for k, v in rec["attrs"].items()}
+            node = g.add_node(
+                rec["op"], rec["inputs"], attrs, tuple(rec["shape"]), rec["dtype"],
+                name=rec["name"], source=rec["source"], meta=rec.get("meta", {}),
+            )
+            node.phase = rec["phase"]
+            if node.id != rec["id"]:
+                raise ValueError(f"node ids must be consecutive; got {rec['id']} at position {node.id}")
+            if "value" in rec:
+                g.constants[node.id] = np.asarray(rec["value"]["data"], dtype=rec["value"]["dtype"]).reshape(node.shape)
+        g.passes = list(doc.get("passes", []))
+        return g
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, tuple):
+        return list(obj)
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    raise TypeError(f"cannot serialise {type(obj).__name__}")
+
+
+def _from_json_attr(value: Any) -> Any:
+    # JSON has no tuples; shapes and axes come back as lists. Ops accept tuples, so
+    # turn (nested) lists back into tuples.
+    if isinstance(value, list):
+        return tuple(_from_json_attr(v) for v in value)
+    return value
+
+
+_local = threading.local()
+
+
+def _stack() -> list[Graph]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+_DEFAULT = Graph("default")
+
+
+def default_graph() -> Graph:
+    """The graph that ops use right now: the innermost ``with Graph()``, else the default."""
+    stack = _stack()
+    return stack[-1] if stack else _DEFAULT

@@ -1,0 +1,84 @@
+"""Matrix multiplication, numpy's ``matmul`` rules: 1-D, 2-D, batched, batch-broadcast.
+
+For C = A @ B with A (n, k) and B (k, m):
+
+    dA = dC @ B^T        (n, m) @ (m, k) -> (n, k)
+    dB = A^T @ dC        (k, n) @ (n, m) -> (k, m)
+
+Batched inputs (..., n, k) follow the same rule per batch; when one side's batch axes
+were broadcast (one weight matrix for a whole batch), its gradient is summed over them
+with ``sum_to`` — the same un-broadcast as for ``add``. 1-D inputs are treated as a row
+(left) or column (right) vector whose extra axis is removed from the result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..shapes import ShapeError, broadcast_shapes
+from ..tensor import Tensor
+from . import shape as _shape
+from .registry import OpSpec, VjpContext, apply, register
+
+__all__ = ["matmul"]
+
+
+def _matmul_infer(a: tuple, b: tuple, **_: Any) -> tuple:
+    if not a or not b:
+        raise ShapeError("matmul", "matmul needs at least 1-D operands (use mul for scalars)", [a, b])
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ShapeError(
+            "matmul", f"inner dimensions differ: {a} @ {b} needs a's last axis ({a2[-1]}) "
+                      f"to equal b's {'only' if len(b) == 1 else 'second-to-last'} axis ({b2[-2]})",
+            [a, b], hint="check which operand needs transposing (x.T) or the layer's in/out sizes",
+        )
+    batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    out = batch + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def _swap_last2(t: Tensor) -> Tensor:
+    axes = tuple(range(t.ndim - 2)) + (t.ndim - 1, t.ndim - 2)
+    return _shape.transpose(t, axes)
+
+
+def _matmul_vjp(c: VjpContext, g: Tensor):
+    a, b = c.inputs
+    # Work with 2-D-or-more views; 1-D vectors become a row (a) or a column (b).
+    a2 = _shape.reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+    b2 = _shape.reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+    out2 = broadcast_shapes("matmul", a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1])
+    g2 = _shape.reshape(g, out2) if g.shape != out2 else g
+    da = db = None
+    if c.needs[0]:
+        da = _shape.reshape(_shape.sum_to(matmul(g2, _swap_last2(b2)), a2.shape), a.shape)
+    if c.needs[1]:
+        db = _shape.reshape(_shape.sum_to(matmul(_swap_last2(a2), g2), b2.shape), b.shape)
+    return da, db
+
+
+def _matmul_jvp(c: VjpContext, t):
+    a, b = c.inputs
+    ta, tb = t
+    parts = [matmul(ta, b) if ta is not None else None, matmul(a, tb) if tb is not None else None]
+    parts = [p for p in parts if p is not None]
+    return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+
+register(OpSpec(
+    "matmul", "linalg", 2, _matmul_infer, np.matmul, vjp=_matmul_vjp, jvp=_matmul_jvp, wgsl="matmul",
+    doc="matrix product with numpy's 1-D / batched / broadcast rules",
+))
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """``a @ b`` with numpy's rules (1-D vectors, batches, broadcast batch axes)."""
+    return apply("matmul", a, b)

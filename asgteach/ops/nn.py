@@ -1,0 +1,206 @@
+"""Neural-network ops that are worth having as single nodes: softmax, log_softmax,
+layer_norm and embedding.
+
+Each could be written from smaller ops, and ``layer_norm_composite`` does exactly that
+for comparison. A fused node is easier to read in a big graph, its kernel can be made
+numerically stable (softmax subtracts the max first), and its hand-derived backward rule
+is much smaller than the backward graph of its pieces.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..graph import user_source
+from ..shapes import ShapeError, normalize_axes
+from ..tensor import Tensor
+from . import elementwise as _ew
+from . import reduce as _red
+from . import shape as _shape
+from .registry import OpSpec, VjpContext, apply, register
+
+__all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding"]
+
+
+# --- softmax / log_softmax ------------------------------------------------------------------
+def _softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)  # exp never overflows: max term is e^0 = 1
+    e = np.exp(shifted)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax_vjp(c: VjpContext, g: Tensor):
+    # dx = y * (g - sum(g * y))   — the Jacobian diag(y) - y y^T applied to g
+    y = c.out
+    return (y * (g - _red.sum(g * y, axis=c.attrs["axis"], keepdims=True)),)
+
+
+def _softmax_jvp(c: VjpContext, t):
+    if t[0] is None:
+        return None
+    y = c.out
+    return y * (t[0] - _red.sum(t[0] * y, axis=c.attrs["axis"], keepdims=True))
+
+
+def _log_softmax_vjp(c: VjpContext, g: Tensor):
+    # out = x - logsumexp(x)  ->  dx = g - softmax(x) * sum(g),  softmax(x) = exp(out)
+    return (g - _ew.exp(c.out) * _red.sum(g, axis=c.attrs["axis"], keepdims=True),)
+
+
+def _log_softmax_jvp(c: VjpContext, t):
+    if t[0] is None:
+        return None
+    return t[0] - _red.sum(_ew.exp(c.out) * t[0], axis=c.attrs["axis"], keepdims=True)
+
+
+_same = lambda s, **_: s  # noqa: E731
+register(OpSpec("softmax", "activation", 1, _same, _softmax_kernel, vjp=_softmax_vjp, jvp=_softmax_jvp,
+                attrs={"axis": -1}, wgsl="softmax", doc="exp(x) / sum(exp(x)) along an axis, max-shifted"))
+register(OpSpec("log_softmax", "activation", 1, _same, _log_softmax_kernel, vjp=_log_softmax_vjp,
+                jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+                doc="x - logsumexp(x) along an axis, max-shifted"))
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """Softmax along ``axis`` (default the last), computed stably."""
+    x = _shape._as(x)
+    (axis,) = normalize_axes("softmax", axis, x.ndim, user_source(), x.shape)
+    return apply("softmax", x, axis=axis)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """log(softmax(x)) along ``axis``, computed stably (never log of 0)."""
+    x = _shape._as(x)
+    (axis,) = normalize_axes("log_softmax", axis, x.ndim, user_source(), x.shape)
+    return apply("log_softmax", x, axis=axis)
+
+
+# --- layer norm (over the last axis) ----------------------------------------------------------
+def _layer_norm_infer(x: tuple, w: tuple, b: tuple, eps: float = 1e-5, **_: Any) -> tuple:
+    if not x:
+        raise ShapeError("layer_norm", "layer_norm needs at least a 1-D input", [x, w, b])
+    if w != x[-1:] or b != x[-1:]:
+        raise ShapeError("layer_norm", f"weight and bias must have shape {x[-1:]} (the last axis of x)", [x, w, b])
+    return x
+
+
+def _layer_norm_kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    mu = np.mean(x, axis=-1, keepdims=True)
+    xc = x - mu
+    var = np.mean(xc * xc, axis=-1, keepdims=True)
+    return xc / np.sqrt(var + eps) * w + b
+
+
+def _normalised(x: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """(x_hat, 1/sigma) over the last axis, as graph ops."""
+    xc = x - _red.mean(x, axis=-1, keepdims=True)
+    rstd = 1.0 / _ew.sqrt(_red.mean(xc * xc, axis=-1, keepdims=True) + eps)
+    return xc * rstd, rstd
+
+
+def _layer_norm_vjp(c: VjpContext, g: Tensor):
+    x, w, b = c.inputs
+    need_x, need_w, need_b = c.needs
+    xhat, rstd = _normalised(x, c.attrs["eps"])
+    dx = dw = db = None
+    if need_x:
+        # dx = (1/sigma) * (gw - mean(gw) - xhat * mean(gw * xhat)),  gw = g * w
+        gw = g * w
+        dx = rstd * (gw - _red.mean(gw, axis=-1, keepdims=True) - xhat * _red.mean(gw * xhat, axis=-1, keepdims=True))
+    if need_w:
+        dw = _shape.sum_to(g * xhat, w.shape)
+    if need_b:
+        db = _shape.sum_to(g, b.shape)
+    return dx, dw, db
+
+
+register(OpSpec(
+    "layer_norm", "normalisation", 3, _layer_norm_infer, _layer_norm_kernel, vjp=_layer_norm_vjp,
+    attrs={"eps": 1e-5}, wgsl="layer_norm",
+    doc="normalise the last axis to mean 0, variance 1, then scale (weight) and shift (bias)",
+))
+
+
+def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Tensor:
+    """Layer normalisation over the last axis (``F.layer_norm(x, x.shape[-1:], weight, bias, eps)``).
+
+    A fused op with its own backward rule; ``layer_norm_composite`` builds the same
+    function from mean/sub/sqrt/div so the two can be compared.
+    """
+    x = _shape._as(x)
+    d = x.shape[-1:] if x.shape else ()
+    weight = weight if weight is not None else np.ones(d)
+    bias = bias if bias is not None else np.zeros(d)
+    return apply("layer_norm", x, weight, bias, eps=float(eps))
+
+
+def layer_norm_composite(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Tensor:
+    """The same function as :func:`layer_norm`, built from small ops (a bigger graph)."""
+    x = _shape._as(x)
+    xhat, _ = _normalised(x, eps)
+    out = xhat
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+# --- embedding: a table lookup whose gradient is a scatter-add -----------------------------------
+def _embedding_infer(ids: tuple, table: tuple, **_: Any) -> tuple:
+    if len(table) != 2:
+        raise ShapeError("embedding", f"the table must be 2-D (num_embeddings, dim), got {table}", [ids, table])
+    return ids + table[1:]
+
+
+def _embedding_kernel(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
+    _check_ids(ids, table.shape[0])
+    return table[ids]
+
+
+def _check_ids(ids: np.ndarray, n: int) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = ids[(ids < 0) | (ids >= n)]
+        raise IndexError(f"ids must lie in 0..{n - 1} (the table has {n} rows); got {bad[:5].tolist()}")
+
+
+def _embedding_grad_kernel(ids: np.ndarray, g: np.ndarray, num_embeddings: int = 0) -> np.ndarray:
+    _check_ids(ids, num_embeddings)
+    out = np.zeros((num_embeddings,) + g.shape[ids.ndim:], dtype=g.dtype)
+    # add.at, not out[ids] = g: a repeated id must receive the SUM of its rows' gradients
+    np.add.at(out, ids, g)
+    return out
+
+
+def _embedding_grad_infer(ids: tuple, g: tuple, num_embeddings: int = 0, **_: Any) -> tuple:
+    if g[: len(ids)] != ids:
+        raise ShapeError("embedding_grad", f"gradient {g} does not start with the ids' shape {ids}", [ids, g])
+    return (num_embeddings,) + g[len(ids):]
+
+
+register(OpSpec(
+    "embedding", "shape", 2, _embedding_infer, _embedding_kernel, input_kinds=("int", "float"),
+    diff_inputs=(False, True), wgsl="gather",
+    vjp=lambda c, g: (None, apply("embedding_grad", c.inputs[0], g, num_embeddings=c.inputs[1].shape[0])),
+    jvp=lambda c, t: None if t[1] is None else embedding(c.inputs[0], t[1]),
+    doc="row lookup: out[..., :] = table[ids[...], :]",
+))
+register(OpSpec(
+    "embedding_grad", "gradient", 2, _embedding_grad_infer, _embedding_grad_kernel, input_kinds=("int", "float"),
+    diff_inputs=(False, True), attrs={"num_embeddings": 0}, wgsl="gather",
+    vjp=lambda c, g: (None, embedding(c.inputs[0], g)),
+    jvp=lambda c, t: None if t[1] is None else apply("embedding_grad", c.inputs[0], t[1], **c.attrs),
+    doc="scatter-add of row gradients into a table-shaped zero tensor (repeated ids add up)",
+))
+
+
+def embedding(ids: Any, table: Any) -> Tensor:
+    """Look up rows: ``table[ids]`` for integer ``ids`` (``F.embedding(ids, table)``)."""
+    return apply("embedding", ids, table)

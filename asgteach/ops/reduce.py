@@ -1,0 +1,139 @@
+"""Reductions: sum, mean, max, var (population, ddof=0), argmax.
+
+Every reduction takes ``axis`` (None = all axes, an int, or a tuple) and ``keepdims``
+like numpy. The backward rules all start the same way: put the reduced axes back as
+size-1 axes (``reshape``) and broadcast the gradient over them — each input element
+contributed to exactly one output element.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..graph import user_source
+from ..shapes import normalize_axes, reduced_shape
+from ..tensor import Tensor
+from . import elementwise as _ew
+from . import shape as _shape
+from .registry import OpSpec, VjpContext, apply, register
+
+__all__ = ["sum", "mean", "max", "var", "argmax"]
+
+
+def _infer(s: tuple, axis: tuple = (), keepdims: bool = False, **_: Any) -> tuple:
+    return reduced_shape(s, tuple(axis), keepdims)
+
+
+def _count(c: VjpContext) -> int:
+    x = c.inputs[0]
+    return int(np.prod([x.shape[a] for a in c.attrs["axis"]], dtype=np.int64))
+
+
+def _expand(c: VjpContext, g: Tensor) -> Tensor:
+    """Bring a reduced gradient back to the input's shape: reshape, then broadcast."""
+    x = c.inputs[0]
+    axes = tuple(c.attrs["axis"])
+    # Broadcasting adds axes on the left, so when only leading axes were reduced the
+    # gradient broadcasts as it is; otherwise first put the reduced axes back as size 1.
+    if not c.attrs["keepdims"] and axes != tuple(range(len(axes))):
+        g = _shape.reshape(g, reduced_shape(x.shape, axes, True))
+    return _shape.broadcast_to(g, x.shape) if g.shape != x.shape else g
+
+
+def _sum_vjp(c: VjpContext, g: Tensor):
+    return (_expand(c, g),)
+
+
+def _sum_jvp(c: VjpContext, t):
+    return None if t[0] is None else sum(t[0], axis=c.attrs["axis"], keepdims=c.attrs["keepdims"])
+
+
+def _mean_vjp(c: VjpContext, g: Tensor):
+    return (_expand(c, g) / float(_count(c)),)
+
+
+def _mean_jvp(c: VjpContext, t):
+    return None if t[0] is None else mean(t[0], axis=c.attrs["axis"], keepdims=c.attrs["keepdims"])
+
+
+def _max_vjp(c: VjpContext, g: Tensor):
+    # The gradient goes to the element(s) that won; ties share it equally.
+    x = c.inputs[0]
+    winners = _ew.equal(x, _expand(c, c.out))
+    count = sum(winners, axis=c.attrs["axis"], keepdims=True)
+    return (_expand(c, g) * winners / count,)
+
+
+def _var_vjp(c: VjpContext, g: Tensor):
+    # var = mean((x - mu)^2)  ->  d var / dx = 2 (x - mu) / N  (the mu terms cancel)
+    x = c.inputs[0]
+    centred = x - mean(x, axis=c.attrs["axis"], keepdims=True)
+    return (_expand(c, g) * centred * (2.0 / _count(c)),)
+
+
+def _kernel(fn):
+    def kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.ndarray:
+        return np.asarray(fn(x, axis=tuple(axis), keepdims=keepdims), dtype=x.dtype)
+
+    return kernel
+
+
+_ATTRS = {"axis": (), "keepdims": False}
+register(OpSpec("sum", "reduction", 1, _infer, _kernel(np.sum), vjp=_sum_vjp, jvp=_sum_jvp, attrs=_ATTRS,
+                wgsl="reduce", doc="sum over axes"))
+register(OpSpec("mean", "reduction", 1, _infer, _kernel(np.mean), vjp=_mean_vjp, jvp=_mean_jvp, attrs=_ATTRS,
+                wgsl="reduce", doc="mean over axes"))
+register(OpSpec("max", "reduction", 1, _infer, _kernel(np.max), vjp=_max_vjp, attrs=_ATTRS, wgsl="reduce",
+                doc="max over axes; the gradient flows to the maximum (split at ties)"))
+register(OpSpec("var", "reduction", 1, _infer, _kernel(np.var), vjp=_var_vjp, attrs=_ATTRS, wgsl="reduce",
+                doc="population variance (ddof=0) over axes"))
+
+
+def _argmax_infer(s: tuple, axis: int = -1, keepdims: bool = False, **_: Any) -> tuple:
+    return reduced_shape(s, (axis,), keepdims)
+
+
+def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
+    return np.argmax(x, axis=axis, keepdims=keepdims).astype(np.int64)
+
+
+register(OpSpec(
+    "argmax", "reduction", 1, _argmax_infer, _argmax_kernel, out_kind="int",
+    not_differentiable="it returns integer positions, which do not change smoothly with x",
+    attrs={"axis": -1, "keepdims": False}, wgsl="reduce", doc="index of the maximum along one axis",
+))
+
+
+def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Tensor:
+    x = _shape._as(x)
+    axes = normalize_axes(name, axis, x.ndim, user_source(), x.shape)
+    return apply(name, x, axis=axes, keepdims=bool(keepdims))
+
+
+def sum(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (all axes by default), like ``np.sum``."""
+    return _reduce("sum", x, axis, keepdims)
+
+
+def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis``, like ``np.mean``."""
+    return _reduce("mean", x, axis, keepdims)
+
+
+def max(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis``, like ``np.max``."""
+    return _reduce("max", x, axis, keepdims)
+
+
+def var(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    """Population variance (ddof=0, numpy's default) over ``axis``."""
+    return _reduce("var", x, axis, keepdims)
+
+
+def argmax(x: Any, axis: int = -1, keepdims: bool = False) -> Tensor:
+    """Index of the maximum along ``axis`` (integer result, not differentiable)."""
+    x = _shape._as(x)
+    (a,) = normalize_axes("argmax", axis, x.ndim, user_source(), x.shape)
+    return apply("argmax", x, axis=a, keepdims=bool(keepdims))

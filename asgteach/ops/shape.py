@@ -1,0 +1,267 @@
+"""Shape ops: reshape, broadcast_to, sum_to, getitem (and its gradient), concat.
+
+These move numbers around without arithmetic, so their backward rules only move the
+gradient back: reshape undoes a reshape, ``broadcast_to`` and ``sum_to`` are each
+other's backward rule (copying one value to many places <-> adding many contributions
+into one place), a slice's gradient is zeros with the gradient written into the slice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..graph import user_source
+from ..shapes import ShapeError, broadcast_shapes, normalize_axes
+from ..tensor import Tensor
+from .registry import OpSpec, VjpContext, apply, as_tensor, register
+
+__all__ = ["reshape", "broadcast_to", "sum_to", "getitem", "concat", "transpose"]
+
+
+def _as(x: Any) -> Tensor:
+    return as_tensor(x)
+
+
+# --- reshape ---------------------------------------------------------------------------
+def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
+    if int(np.prod(s, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+        raise ShapeError("reshape", f"cannot reshape {s} ({int(np.prod(s))} elements) into {tuple(shape)} "
+                         f"({int(np.prod(shape))} elements)", [s])
+    return tuple(shape)
+
+
+register(OpSpec(
+    "reshape", "shape", 1, _reshape_infer, lambda x, shape=(): np.reshape(x, shape), input_kinds="any",
+    out_kind="same",
+    vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
+    jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
+    attrs={"shape": ()}, wgsl="copy", doc="same numbers, new shape (row-major order)",
+))
+
+
+def _resolve_shape(n: int, shape: Sequence[int], source: str, in_shape: tuple) -> tuple:
+    shape = tuple(int(d) for d in shape)
+    if shape.count(-1) > 1:
+        raise ShapeError("reshape", f"only one -1 is allowed in {shape}", [in_shape], source)
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or n % known:
+            raise ShapeError("reshape", f"cannot reshape {in_shape} ({n} elements) into {shape}", [in_shape], source)
+        shape = tuple(n // known if d == -1 else d for d in shape)
+    return shape
+
+
+def reshape(x: Any, shape: Sequence[int] | int) -> Tensor:
+    """Same elements in row-major order, new shape; one ``-1`` is inferred (``x`` itself if unchanged)."""
+    x = _as(x)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = _resolve_shape(x.size, shape, user_source(), x.shape)
+    return x if shape == x.shape else apply("reshape", x, shape=shape)
+
+
+# --- transpose ---------------------------------------------------------------------------
+def _transpose_infer(s: tuple, axes: tuple = (), **_: Any) -> tuple:
+    return tuple(s[a] for a in axes)
+
+
+def _transpose_vjp(c: VjpContext, g: Tensor):
+    inverse = tuple(int(i) for i in np.argsort(c.attrs["axes"]))
+    return (transpose(g, inverse),)
+
+
+register(OpSpec(
+    "transpose", "linalg", 1, _transpose_infer, lambda x, axes=(): np.transpose(x, axes), vjp=_transpose_vjp,
+    input_kinds="any", out_kind="same",
+    jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
+    attrs={"axes": ()}, wgsl="copy", doc="permute axes (default: reverse them, like x.T)",
+))
+
+
+def transpose(x: Any, axes: Sequence[int] | None = None) -> Tensor:
+    """Permute axes like ``np.transpose``; ``axes=None`` reverses them."""
+    x = _as(x)
+    if axes is None:
+        axes = tuple(range(x.ndim))[::-1]
+    axes = tuple(int(a) for a in axes)
+    norm = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    if sorted(norm) != list(range(x.ndim)):
+        raise ShapeError("transpose", f"axes {axes} are not a permutation of the {x.ndim} axes of {x.shape}",
+                         [x.shape], user_source())
+    return apply("transpose", x, axes=norm)
+
+
+# --- broadcast_to / sum_to: each other's gradient ---------------------------------------
+def _broadcast_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
+    if broadcast_shapes("broadcast_to", s, tuple(shape)) != tuple(shape):
+        raise ShapeError("broadcast_to", f"{s} cannot be broadcast to {tuple(shape)}", [s])
+    return tuple(shape)
+
+
+def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
+    """Axes of ``src`` to sum so it becomes ``dst``: the extra leading ones, and size-1 ones."""
+    lead = len(src) - len(dst)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
+    return axes, lead
+
+
+def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
+    axes, lead = _sum_to_axes(x.shape, tuple(shape))
+    out = np.sum(x, axis=axes, keepdims=True) if axes else x
+    return np.asarray(out.reshape(out.shape[lead:]), dtype=x.dtype)
+
+
+def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
+    shape = tuple(shape)
+    if len(shape) > len(s) or broadcast_shapes("sum_to", shape, s) != s:
+        raise ShapeError("sum_to", f"{s} cannot be summed down to {shape}: {shape} must broadcast to {s}", [s])
+    return shape
+
+
+register(OpSpec(
+    "broadcast_to", "shape", 1, _broadcast_to_infer, lambda x, shape=(): np.broadcast_to(x, shape),
+    input_kinds="any", out_kind="same",
+    vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
+    jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
+    attrs={"shape": ()}, wgsl="copy", doc="repeat along size-1 / new leading axes (numpy broadcasting)",
+))
+register(OpSpec(
+    "sum_to", "shape", 1, _sum_to_infer, _sum_to_kernel,
+    vjp=lambda c, g: (broadcast_to(g, c.inputs[0].shape),),
+    jvp=lambda c, t: None if t[0] is None else sum_to(t[0], c.out.shape),
+    attrs={"shape": ()}, wgsl="reduce",
+    doc="sum over the axes that broadcasting created: the un-broadcast of a gradient",
+))
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
+    """Repeat ``x`` to ``shape`` like ``np.broadcast_to`` (returns ``x`` when already that shape)."""
+    x = _as(x)
+    shape = tuple(int(d) for d in shape)
+    return x if x.shape == shape else apply("broadcast_to", x, shape=shape)
+
+
+def sum_to(x: Any, shape: Sequence[int]) -> Tensor:
+    """Sum ``x`` down to ``shape`` (the reverse of broadcasting); ``x`` itself when already that shape.
+
+    Every binary op's backward rule ends with this: if an operand was broadcast, its
+    gradient is the sum of the gradients of all the copies.
+    """
+    x = _as(x)
+    shape = tuple(int(d) for d in shape)
+    return x if x.shape == shape else apply("sum_to", x, shape=shape)
+
+
+# --- getitem: x[1:3, ::2, 0] ------------------------------------------------------------
+def _encode_index(index: Any, shape: tuple, source: str) -> tuple:
+    """Turn a Python index into a JSON-friendly tuple of ('i', n) / ('s', a, b, c) / ('n',) / ('e',)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    for item in index:
+        if isinstance(item, (bool, np.bool_)):
+            raise ShapeError("getitem", "boolean indices are not supported", [shape], source)
+        if isinstance(item, (int, np.integer)):
+            out.append(("i", int(item)))
+        elif isinstance(item, slice):
+            out.append(("s", item.start, item.stop, item.step))
+        elif item is None:
+            out.append(("n",))
+        elif item is Ellipsis:
+            out.append(("e",))
+        else:
+            raise ShapeError(
+                "getitem", f"index {item!r} is not supported (use ints, slices, None or ...)", [shape], source,
+                hint="to pick rows by an array of ids, use at.embedding(ids, table)",
+            )
+    return tuple(out)
+
+
+def _decode_index(index: tuple) -> tuple:
+    out: list[Any] = []
+    for item in index:
+        tag = item[0]
+        out.append(int(item[1]) if tag == "i" else slice(*item[1:]) if tag == "s" else None if tag == "n" else Ellipsis)
+    return tuple(out)
+
+
+def _probe(shape: tuple) -> np.ndarray:
+    """An array of ``shape`` that takes no memory, to let numpy apply its own index rules."""
+    return as_strided(np.zeros(1, dtype=np.int8), shape=shape, strides=(0,) * len(shape))
+
+
+def _getitem_infer(s: tuple, index: tuple = (), **_: Any) -> tuple:
+    try:
+        return _probe(s)[_decode_index(index)].shape
+    except IndexError as e:
+        raise ShapeError("getitem", str(e), [s]) from None
+
+
+def _getitem_grad_kernel(g: np.ndarray, shape: tuple = (), index: tuple = ()) -> np.ndarray:
+    out = np.zeros(shape, dtype=g.dtype)
+    out[_decode_index(index)] = g
+    return out
+
+
+register(OpSpec(
+    "getitem", "shape", 1, _getitem_infer, lambda x, index=(): x[_decode_index(index)], input_kinds="any",
+    out_kind="same",
+    vjp=lambda c, g: (apply("getitem_grad", g, shape=c.inputs[0].shape, index=c.attrs["index"]),),
+    jvp=lambda c, t: None if t[0] is None else apply("getitem", t[0], index=c.attrs["index"]),
+    attrs={"index": ()}, wgsl="copy", doc="basic indexing with ints, slices (with steps), None and ...",
+))
+register(OpSpec(
+    "getitem_grad", "gradient", 1, lambda s, shape=(), index=(), **_: tuple(shape), _getitem_grad_kernel,
+    vjp=lambda c, g: (apply("getitem", g, index=c.attrs["index"]),),
+    jvp=lambda c, t: None if t[0] is None else apply("getitem_grad", t[0], **c.attrs),
+    attrs={"shape": (), "index": ()}, wgsl="copy",
+    doc="the gradient of x[index]: zeros of x's shape with g written into the indexed part",
+))
+
+
+def getitem(x: Any, index: Any) -> Tensor:
+    """``x[index]`` with ints, slices (steps too, negative too), ``None`` and ``...``."""
+    x = _as(x)
+    return apply("getitem", x, index=_encode_index(index, x.shape, user_source()))
+
+
+# --- concat ------------------------------------------------------------------------------
+def _concat_infer(*shapes: tuple, axis: int = 0, **_: Any) -> tuple:
+    first = shapes[0]
+    for s in shapes[1:]:
+        if len(s) != len(first) or any(a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis):
+            raise ShapeError("concat", f"all shapes must match except on axis {axis}", list(shapes))
+    return tuple(sum(s[axis] for s in shapes) if i == axis else d for i, d in enumerate(first))
+
+
+def _concat_vjp(c: VjpContext, g: Tensor):
+    axis, start, out = c.attrs["axis"], 0, []
+    for x, need in zip(c.inputs, c.needs):
+        stop = start + x.shape[axis]
+        index = (slice(None),) * axis + (slice(start, stop),)
+        out.append(getitem(g, index) if need else None)
+        start = stop
+    return tuple(out)
+
+
+def _concat_jvp(c: VjpContext, t):
+    parts = [ti if ti is not None else broadcast_to(0.0, x.shape) for ti, x in zip(t, c.inputs)]
+    return None if all(ti is None for ti in t) else concat(parts, axis=c.attrs["axis"])
+
+
+register(OpSpec(
+    "concat", "shape", None, _concat_infer, lambda *xs, axis=0: np.concatenate(xs, axis=axis),
+    vjp=_concat_vjp, jvp=_concat_jvp, attrs={"axis": 0}, wgsl="copy", input_kinds="any", out_kind="same",
+    doc="join tensors along an existing axis",
+))
+
+
+def concat(xs: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors along ``axis`` (``np.concatenate``)."""
+    xs = [_as(x) for x in xs]
+    if not xs:
+        raise ValueError("concat needs at least one tensor")
+    (axis,) = normalize_axes("concat", axis, xs[0].ndim, user_source(), xs[0].shape)
+    return apply("concat", *xs, axis=axis)

@@ -1,0 +1,198 @@
+"""Tensor: a symbolic handle to one node of a graph.
+
+A Tensor holds no numbers. It is a pair (graph, node id) with operator overloads, so
+``y = x @ w + b`` reads like numpy but *appends nodes* to the graph. The numbers appear
+only when a backend runs the graph (``at.run``).
+
+Two Tensors are ``==`` when they name the same node, which lets Tensors be dict keys
+(``at.run(..., {x: X})``). For elementwise comparison use ``at.equal`` / ``at.greater``
+(or ``x > y``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .graph import Graph, Node
+
+__all__ = ["Tensor"]
+
+
+def _ops() -> Any:
+    # Tensor sits below the ops in the import order; operators reach up lazily.
+    from . import ops
+
+    return ops
+
+
+class Tensor:
+    """A node of a graph, seen as a value-to-be. Build with ``at.input``, ops, operators."""
+
+    __slots__ = ("graph", "node_id")
+    #: make ``numpy_array * tensor`` call our ``__rmul__`` instead of numpy's loop
+    __array_ufunc__ = None
+
+    def __init__(self, graph: "Graph", node_id: int) -> None:
+        self.graph = graph
+        self.node_id = node_id
+
+    # -- what the node is ------------------------------------------------------------
+    @property
+    def node(self) -> "Node":
+        return self.graph.nodes[self.node_id]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def size(self) -> int:
+        return self.node.size
+
+    @property
+    def dtype(self) -> str:
+        return self.node.dtype
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def op(self) -> str:
+        return self.node.op
+
+    def __repr__(self) -> str:
+        n = self.node
+        label = f" {n.name!r}" if n.name != n.op else ""
+        return f"<Tensor #{n.id} {n.op}{label} shape={n.shape} {n.dtype} {n.phase}>"
+
+    def __hash__(self) -> int:
+        return hash((id(self.graph), self.node_id))
+
+    def __eq__(self, other: object) -> bool:  # identity of the node, see module doc
+        return isinstance(other, Tensor) and other.graph is self.graph and other.node_id == self.node_id
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __bool__(self) -> bool:
+        raise TypeError(
+            "a Tensor has no value yet (define-then-run): it cannot be used in `if` or `and`. "
+            "Run the graph with at.run(...) to get numbers, or use at.where(...) inside the graph."
+        )
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d Tensor")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        raise TypeError("a Tensor cannot be iterated; index it instead (x[0], x[:, 1])")
+
+    # -- arithmetic operators --------------------------------------------------------
+    def __add__(self, o: Any) -> "Tensor":
+        return _ops().add(self, o)
+
+    def __radd__(self, o: Any) -> "Tensor":
+        return _ops().add(o, self)
+
+    def __sub__(self, o: Any) -> "Tensor":
+        return _ops().sub(self, o)
+
+    def __rsub__(self, o: Any) -> "Tensor":
+        return _ops().sub(o, self)
+
+    def __mul__(self, o: Any) -> "Tensor":
+        return _ops().mul(self, o)
+
+    def __rmul__(self, o: Any) -> "Tensor":
+        return _ops().mul(o, self)
+
+    def __truediv__(self, o: Any) -> "Tensor":
+        return _ops().div(self, o)
+
+    def __rtruediv__(self, o: Any) -> "Tensor":
+        return _ops().div(o, self)
+
+    def __pow__(self, o: Any) -> "Tensor":
+        return _ops().pow(self, o)
+
+    def __rpow__(self, o: Any) -> "Tensor":
+        return _ops().pow(o, self)
+
+    def __matmul__(self, o: Any) -> "Tensor":
+        return _ops().matmul(self, o)
+
+    def __rmatmul__(self, o: Any) -> "Tensor":
+        return _ops().matmul(o, self)
+
+    def __neg__(self) -> "Tensor":
+        return _ops().neg(self)
+
+    def __pos__(self) -> "Tensor":
+        return self
+
+    def __abs__(self) -> "Tensor":
+        return _ops().abs(self)
+
+    def __gt__(self, o: Any) -> "Tensor":
+        return _ops().greater(self, o)
+
+    def __lt__(self, o: Any) -> "Tensor":
+        return _ops().greater(o, self)
+
+    def __getitem__(self, index: Any) -> "Tensor":
+        return _ops().getitem(self, index)
+
+    # -- numpy-style methods ---------------------------------------------------------
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return _ops().sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return _ops().mean(self, axis=axis, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return _ops().max(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return _ops().var(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _ops().reshape(self, shape)
+
+    def transpose(self, *axes: Any) -> "Tensor":
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        return _ops().transpose(self, axes or None)
+
+    @property
+    def T(self) -> "Tensor":
+        return _ops().transpose(self)
+
+    def exp(self) -> "Tensor":
+        return _ops().exp(self)
+
+    def log(self) -> "Tensor":
+        return _ops().log(self)
+
+    def sqrt(self) -> "Tensor":
+        return _ops().sqrt(self)
+
+    def tanh(self) -> "Tensor":
+        return _ops().tanh(self)
+
+    def sigmoid(self) -> "Tensor":
+        return _ops().sigmoid(self)
+
+    def relu(self) -> "Tensor":
+        return _ops().relu(self)
+
+    def softmax(self, axis: int = -1) -> "Tensor":
+        return _ops().softmax(self, axis=axis)

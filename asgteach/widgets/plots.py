@@ -1,0 +1,55 @@
+"""Matplotlib figures for the lessons: gradient checks (and, later, loss curves).
+
+Figures are returned, not shown, so a notebook displays them once and a script can save
+them (``fig.savefig(...)``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ..gradcheck import GradcheckReport
+
+__all__ = ["gradcheck_figure"]
+
+
+def gradcheck_figure(report: "GradcheckReport") -> Any:
+    """Numerical vs analytical gradient per input, and the error-vs-eps curve.
+
+    Left panels: each dot is one entry of the Jacobian; a correct backward rule puts every
+    dot on the diagonal. Right panel: the error of a central difference as eps shrinks —
+    first falling like eps^2 (truncation), then rising like 1/eps (round-off).
+    """
+    from matplotlib.figure import Figure
+
+    n = len(report.inputs)
+    fig = Figure(figsize=(3.6 * (n + 1), 3.4), layout="constrained")
+    axes = fig.subplots(1, n + 1, squeeze=False)[0]
+    for ax, check in zip(axes, report.inputs):
+        if check.numerical_jacobian is not None:
+            num = check.numerical_jacobian.ravel()
+            ana = check.analytical_jacobian.ravel()
+        else:  # fast mode: only the worst direction is kept
+            num, ana = np.array([check.numerical]), np.array([check.analytical])
+        lo = float(min(num.min(), ana.min())) if num.size else -1.0
+        hi = float(max(num.max(), ana.max())) if num.size else 1.0
+        pad = 0.05 * (hi - lo or 1.0)
+        ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="#999", lw=1, zorder=0)
+        ax.scatter(num, ana, s=12, color="#1a7f37" if check.ok else "#cf222e")
+        ax.set_xlabel("numerical (central difference)")
+        ax.set_ylabel("analytical (autograd)")
+        ax.set_title(f"d/d{check.name}: {'ok' if check.ok else 'MISMATCH'}\nmax err {check.max_abs_err:.2g}",
+                     fontsize=9)
+    ax = axes[-1]
+    eps, err = report.error_vs_eps()
+    floor = np.finfo(np.float64).tiny
+    ax.loglog(eps, np.maximum(err, floor), marker="o", ms=3)
+    ax.axvline(report.eps, color="#999", ls="--", lw=1)
+    ax.set_xlabel("eps")
+    ax.set_ylabel("|numerical - analytical|")
+    ax.set_title("error vs eps: truncation (right) vs round-off (left)", fontsize=9)
+    ax.invert_xaxis()
+    return fig
