@@ -81,18 +81,20 @@ def parameter(
     layer: str | None = None,
     role: str | None = None,
     graph: Graph | None = None,
+    layer_kind: str | None = None,
     **init_args: Any,
 ) -> Tensor:
     """A learned tensor: ``w = at.parameter("w", (3, 2), init="xavier_uniform")``.
 
-    ``layer`` (e.g. "fc1"), ``role`` (e.g. "weight") and ``init`` are kept as metadata
-    so the inspector can say what this parameter is for without parsing its name.
+    ``layer`` (e.g. "mlp.0"), ``layer_kind`` (e.g. "Linear"), ``role`` (e.g. "weight")
+    and ``init`` are kept as metadata so the inspector can say what this parameter is
+    for without parsing its name. ``init_args`` (e.g. ``std=0.02``) go to the initialiser.
     """
     source = user_source()
     if init not in KNOWN_INITS:
         raise ValueError(f"parameter {name!r}: unknown init {init!r}; known: {', '.join(KNOWN_INITS)}\n  at {source}")
     g = graph or default_graph()
-    meta = {"init": init, "layer": layer, "role": role, "init_args": dict(init_args)}
+    meta = {"init": init, "layer": layer, "layer_kind": layer_kind, "role": role, "init_args": dict(init_args)}
     node = g.add_node(
         "parameter", (), {}, _check_shape("parameter", shape, source), "float", name=name, source=source, meta=meta,
     )
