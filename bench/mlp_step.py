@@ -1,0 +1,256 @@
+"""One SGD training step of a 784-128-64-10 MLP, three ways, one thread each.
+
+    /work/main/.venv/bin/python bench/mlp_step.py            # default: 300 steps x 7 repeats
+    /work/main/.venv/bin/python bench/mlp_step.py --quick    # a fast smoke run
+    /work/main/.venv/bin/python bench/mlp_step.py --steps 500 --repeats 9
+
+(a) asgteach's numpy backend: forward, ``at.grad`` and the SGD update ``w - lr * dw`` are
+    all graph ops, compiled once into a Plan; each step is one ``plan.run`` that feeds the
+    current parameters and the batch and returns the loss and the new parameters.
+(b) the same step written by hand in numpy (forward, manual backward, in-place update).
+(c) PyTorch eager on CPU (autograd, fused cross-entropy, in-place update).
+
+The script first checks that all three compute the same loss and the same updated
+weights from the same initial weights and batch (float32, rtol 1e-4), and stops if not.
+Then it times them interleaved and prints the medians and the two target ratios:
+asgteach / hand-numpy <= 1.10, and torch / asgteach >= 1.5.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One thread for everyone: set before numpy (and its BLAS) is imported.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without installing
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import asgteach as at  # noqa: E402
+from _timing import summary, time_interleaved  # noqa: E402
+
+SIZES = (784, 128, 64, 10)
+BATCH = 64
+LR = 0.05
+TARGET_VS_NUMPY = 1.10   # asgteach / hand-numpy must be at most this
+TARGET_VS_TORCH = 1.5    # torch / asgteach must be at least this
+
+
+def init_params(seed: int = 0) -> list[np.ndarray]:
+    """[w1, b1, w2, b2, w3, b3], float32, Kaiming-uniform-like weights, small biases."""
+    rng = np.random.default_rng(seed)
+    params = []
+    for din, dout in zip(SIZES[:-1], SIZES[1:]):
+        bound = np.sqrt(6.0 / din)
+        params.append(rng.uniform(-bound, bound, (din, dout)).astype(np.float32))
+        params.append(rng.uniform(-0.1, 0.1, (dout,)).astype(np.float32))
+    return params
+
+
+def make_batch(seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(x, integer labels, one-hot targets), float32."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    labels = rng.integers(0, SIZES[-1], BATCH)
+    onehot = np.zeros((BATCH, SIZES[-1]), dtype=np.float32)
+    onehot[np.arange(BATCH), labels] = 1.0
+    return x, labels, onehot
+
+
+# --- (a) asgteach ---------------------------------------------------------------------------
+class AsgteachStep:
+    """The whole step as one graph: loss and new parameters are its outputs."""
+
+    def __init__(self, params: list[np.ndarray]) -> None:
+        with at.Graph(name="mlp_step") as g:
+            self.x = at.input("x", (BATCH, SIZES[0]))
+            self.t = at.input("t", (BATCH, SIZES[-1]))   # one-hot targets
+            self.p = []
+            for i, (din, dout) in enumerate(zip(SIZES[:-1], SIZES[1:]), start=1):
+                self.p.append(at.parameter(f"w{i}", (din, dout), init="kaiming_uniform", layer=f"fc{i}", role="weight"))
+                self.p.append(at.parameter(f"b{i}", (dout,), init="zeros", layer=f"fc{i}", role="bias"))
+            h = self.x
+            for i in range(0, len(self.p), 2):
+                h = h @ self.p[i] + self.p[i + 1]
+                if i + 2 < len(self.p):
+                    h = at.relu(h)
+            # softmax cross-entropy from logits, mean over the batch
+            self.loss = -at.mean(at.sum(at.log_softmax(h, axis=-1) * self.t, axis=-1))
+            grads = at.grad(self.loss, self.p)
+            self.new = [p - LR * d for p, d in zip(self.p, grads)]
+        self.graph = g
+        self.plan = at.compile([self.loss, *self.new])
+        self.values = list(params)
+
+    def step(self, x: np.ndarray, onehot: np.ndarray) -> float:
+        outs = self.plan.run({self.x: x, self.t: onehot}, params=dict(zip(self.p, self.values)))
+        self.values = outs[1:]
+        return float(outs[0])
+
+
+# --- (b) hand-written numpy -----------------------------------------------------------------
+class NumpyStep:
+    """What a competent person writes: forward, manual backward, in-place SGD."""
+
+    def __init__(self, params: list[np.ndarray]) -> None:
+        self.values = [p.copy() for p in params]
+
+    def step(self, x: np.ndarray, labels: np.ndarray) -> float:
+        w1, b1, w2, b2, w3, b3 = self.values
+        n = x.shape[0]
+        h1 = x @ w1
+        h1 += b1
+        a1 = np.maximum(h1, 0)
+        h2 = a1 @ w2
+        h2 += b2
+        a2 = np.maximum(h2, 0)
+        z = a2 @ w3
+        z += b3
+        z -= z.max(axis=1, keepdims=True)
+        e = np.exp(z)
+        s = e.sum(axis=1, keepdims=True)
+        rows = np.arange(n)
+        loss = float(np.log(s).sum() - z[rows, labels].sum()) / n
+        dz = e
+        dz /= s
+        dz[rows, labels] -= 1.0
+        dz *= np.float32(1.0 / n)
+        dw3 = a2.T @ dz
+        db3 = dz.sum(axis=0)
+        da2 = dz @ w3.T
+        da2 *= h2 > 0
+        dw2 = a1.T @ da2
+        db2 = da2.sum(axis=0)
+        da1 = da2 @ w2.T
+        da1 *= h1 > 0
+        dw1 = x.T @ da1
+        db1 = da1.sum(axis=0)
+        lr = np.float32(LR)
+        for p, d in zip(self.values, (dw1, db1, dw2, db2, dw3, db3)):
+            d *= lr
+            p -= d
+        return loss
+
+
+# --- (c) PyTorch eager ----------------------------------------------------------------------
+class TorchStep:
+    """Eager PyTorch: autograd for the backward, in-place update without tracking."""
+
+    def __init__(self, params: list[np.ndarray]) -> None:
+        import torch
+
+        self.torch = torch
+        self.values = [torch.tensor(p, requires_grad=True) for p in params]
+
+    def step(self, x, labels) -> float:  # torch tensors
+        torch = self.torch
+        w1, b1, w2, b2, w3, b3 = self.values
+        h = torch.relu(torch.addmm(b1, x, w1))
+        h = torch.relu(torch.addmm(b2, h, w2))
+        z = torch.addmm(b3, h, w3)
+        loss = torch.nn.functional.cross_entropy(z, labels)
+        loss.backward()
+        with torch.no_grad():
+            for p in self.values:
+                p.add_(p.grad, alpha=-LR)
+                p.grad = None
+        return loss.item()
+
+    def numpy_values(self) -> list[np.ndarray]:
+        return [p.detach().numpy().copy() for p in self.values]
+
+
+def check_agreement(params: list[np.ndarray], batch, torch_ok: bool, rtol: float = 1e-4) -> None:
+    """Same init, same batch -> same loss and same updated weights, or stop loudly."""
+    x, labels, onehot = batch
+    a, b = AsgteachStep(params), NumpyStep(params)
+    results = {"asgteach": (a.step(x, onehot), a.values), "numpy": (b.step(x, labels), b.values)}
+    if torch_ok:
+        import torch
+
+        c = TorchStep(params)
+        loss_c = c.step(torch.from_numpy(x), torch.from_numpy(labels))
+        results["torch"] = (loss_c, c.numpy_values())
+    ref_loss, ref_vals = results["numpy"]
+    names = ["w1", "b1", "w2", "b2", "w3", "b3"]
+    for who, (loss, vals) in results.items():
+        if not np.isclose(loss, ref_loss, rtol=rtol, atol=0):
+            raise SystemExit(f"MISMATCH: {who} loss {loss!r} vs hand-numpy {ref_loss!r}")
+        for name, v, r in zip(names, vals, ref_vals):
+            if v.dtype != np.float32:
+                raise SystemExit(f"MISMATCH: {who} returned {name} as {v.dtype}, expected float32")
+            # atol: an updated weight can sit near 0, where a relative test alone is meaningless
+            if not np.allclose(v, r, rtol=rtol, atol=1e-6):
+                err = np.max(np.abs(v - r))
+                raise SystemExit(f"MISMATCH: {who} updated {name} differs from hand-numpy by up to {err:.3g}")
+    print(f"agreement: loss {ref_loss:.6f}; asgteach, hand-numpy" + (", torch" if torch_ok else "")
+          + f" agree on the loss and all 6 updated parameters (rtol {rtol:g})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=300, help="training steps per timing sample (default 300)")
+    ap.add_argument("--repeats", type=int, default=7, help="timing samples per contender (default 7)")
+    ap.add_argument("--warmup", type=int, default=30, help="untimed steps first (default 30)")
+    ap.add_argument("--quick", action="store_true", help="a fast smoke run: 50 steps x 3 repeats")
+    ap.add_argument("--no-torch", action="store_true", help="skip PyTorch (e.g. not installed)")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.steps, args.repeats, args.warmup = 50, 3, 10
+
+    torch_ok = not args.no_torch
+    if torch_ok:
+        try:
+            import torch
+        except ImportError:
+            print("PyTorch is not installed: pip install torch==2.13.0 (or pass --no-torch)")
+            return 2
+        torch.set_num_threads(1)
+        torch.set_num_interop_threads(1)
+        torch_version = torch.__version__
+    print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}, float32, SGD lr {LR}; one thread each")
+    print(f"numpy {np.__version__}" + (f", torch {torch_version}" if torch_ok else "")
+          + f"; {args.steps} steps x {args.repeats} repeats (interleaved), {args.warmup} warm-up steps")
+
+    params, batch = init_params(), make_batch()
+    check_agreement(params, batch, torch_ok)
+
+    x, labels, onehot = batch
+    a, b = AsgteachStep(params), NumpyStep(params)
+    contenders: dict[str, Callable[[], None]] = {
+        "asgteach": lambda: a.step(x, onehot),
+        "hand-numpy": lambda: b.step(x, labels),
+    }
+    if torch_ok:
+        c = TorchStep(params)
+        tx, tl = torch.from_numpy(x), torch.from_numpy(labels)
+        contenders["torch-eager"] = lambda: c.step(tx, tl)
+    samples = time_interleaved(contenders, args.steps, args.repeats, args.warmup)
+
+    med = {}
+    for name, s in samples.items():
+        m, lo, hi = summary(s)
+        med[name] = m
+        print(f"  {name:12s} median {m * 1e6:8.1f} us/step   (min {lo * 1e6:8.1f}, max {hi * 1e6:8.1f})")
+    r_np = med["asgteach"] / med["hand-numpy"]
+    ok_np = r_np <= TARGET_VS_NUMPY
+    print(f"asgteach / hand-numpy = {r_np:.3f}   target <= {TARGET_VS_NUMPY:.2f}: {'MET' if ok_np else 'NOT MET'}")
+    ok = ok_np
+    if torch_ok:
+        r_t = med["torch-eager"] / med["asgteach"]
+        ok_t = r_t >= TARGET_VS_TORCH
+        ok = ok and ok_t
+        print(f"torch / asgteach      = {r_t:.3f}   target >= {TARGET_VS_TORCH:.2f}: {'MET' if ok_t else 'NOT MET'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
