@@ -13,7 +13,7 @@ import numpy as np
 if TYPE_CHECKING:
     from ..gradcheck import GradcheckReport
 
-__all__ = ["gradcheck_figure"]
+__all__ = ["gradcheck_figure", "LossChart"]
 
 
 def gradcheck_figure(report: "GradcheckReport") -> Any:
@@ -53,3 +53,54 @@ def gradcheck_figure(report: "GradcheckReport") -> Any:
     ax.set_title("error vs eps: truncation (right) vs round-off (left)", fontsize=9)
     ax.invert_xaxis()
     return fig
+
+
+class LossChart:
+    """A loss curve that redraws in place while a Trainer runs, at most every ``interval`` s.
+
+    In a notebook it updates ONE output (an IPython display handle), so a thousand steps do
+    not print a thousand figures. Outside IPython it does nothing.
+    """
+
+    def __init__(self, interval: float = 0.5, title: str = "training loss") -> None:
+        import time
+
+        self._time = time.monotonic
+        self.interval, self.title = interval, title
+        self._last = -float("inf")
+        self._handle: Any = None
+        try:
+            from IPython import get_ipython
+
+            self.enabled = get_ipython() is not None
+        except ImportError:
+            self.enabled = False
+
+    def figure(self, history: list[float]) -> Any:
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(5, 3), layout="constrained")
+        ax = fig.subplots()
+        ax.plot(np.arange(1, len(history) + 1), history, lw=1.2)
+        if history and min(history) > 0:
+            ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        last = f": {history[-1]:.4g}" if history else ""
+        ax.set_title(f"{self.title}{last}", fontsize=10)
+        return fig
+
+    def update(self, history: list[float], final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = self._time()
+        if not final and now - self._last < self.interval:
+            return
+        self._last = now
+        from IPython.display import display
+
+        fig = self.figure(history)
+        if self._handle is None:
+            self._handle = display(fig, display_id=True)
+        else:
+            self._handle.update(fig)
