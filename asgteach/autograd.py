@@ -239,16 +239,24 @@ def jvp(
             tan[x.node_id] = t
     last = max(y.node_id for y in ys_list)
     needed = set(graph.ancestors([y.node_id for y in ys_list]))
+    x_names = ", ".join(repr(x.name) for x in xs_list)
+    # A node with no rule (argmax) only matters if its tangent is *used*: its integer
+    # output may feed only inputs that take no gradient (embedding's ids), as in grad().
+    blocked: dict[int, int] = {}  # node id -> the op node without a rule it depends on
     for node in graph.nodes[min(tan): last + 1]:
         if node.id in tan or node.id not in needed:
             continue
-        ins = [tan.get(i) for i in node.inputs]
         op = spec(node.op)
+        for k, i in enumerate(node.inputs):
+            if i in blocked and op.differentiable_input(k):
+                raise _blocked_error(graph, blocked[i], x_names)
+        ins = [tan.get(i) for i in node.inputs]
         ins = [t if op.differentiable_input(k) else None for k, t in enumerate(ins)]
         if all(t is None for t in ins):
             continue
         if op.not_differentiable is not None:
-            raise _blocked_error(graph, node.id, ", ".join(repr(x.name) for x in xs_list))
+            blocked[node.id] = node.id
+            continue
         with graph.phase("backward", mode="jvp", jvp_of=node.id):
             ctx = _context(graph, node.id, tuple(t is not None for t in ins))
             out = op.jvp(ctx, tuple(ins)) if op.jvp is not None else _jvp_from_vjp(graph, node.id, ctx, ins)
@@ -258,6 +266,8 @@ def jvp(
             tan[node.id] = out
     results = []
     for y in ys_list:
+        if y.node_id in blocked:
+            raise _blocked_error(graph, blocked[y.node_id], x_names)
         if y.node_id in tan:
             results.append(tan[y.node_id])
         else:

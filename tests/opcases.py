@@ -1,0 +1,284 @@
+"""Test data for every op in the registry: small graphs whose OUTPUT node is that op.
+
+Each :class:`OpCase` builds a fresh graph around one op (with the inputs it needs, at
+values chosen away from kinks, ties and domain edges) and says which inputs to
+differentiate. The per-op tests (gradcheck, jvp, dtype) iterate ``asgteach.ops.REGISTRY``
+and look up the cases here, so a new op without a case fails a test that says so.
+
+Adding an op? Add at least one ``@case("your_op", "label")`` below. Binary ops want
+broadcasting cases, reductions want axis variants.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import asgteach as at
+from asgteach.ops.registry import apply
+
+
+@dataclass
+class Built:
+    """One built case: ``y`` is the op's node, ``xs`` the float inputs to differentiate."""
+
+    graph: at.Graph
+    y: at.Tensor
+    xs: list[at.Tensor]
+    feeds: dict[at.Tensor, np.ndarray]
+
+    def feeds_as(self, dtype: Any) -> dict[at.Tensor, np.ndarray]:
+        """The feeds with every float array cast to ``dtype`` (ints stay ints)."""
+        return {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in self.feeds.items()}
+
+
+class Builder:
+    """Makes inputs with controlled values inside the case's graph."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.graph = at.Graph("case")
+        self.xs: list[at.Tensor] = []
+        self.feeds: dict[at.Tensor, np.ndarray] = {}
+
+    def x(self, shape: tuple, lo: float = -1.5, hi: float = 1.5, away: float = 0.0, value: Any = None,
+          diff: bool = True) -> at.Tensor:
+        """A float input of ``shape``: uniform in [lo, hi], or |v| in [away, hi] with random sign."""
+        if value is None:
+            if away:
+                value = self.rng.choice([-1.0, 1.0], size=shape) * self.rng.uniform(away, hi, size=shape)
+            else:
+                value = self.rng.uniform(lo, hi, size=shape)
+        value = np.asarray(value, dtype=np.float64).reshape(shape)
+        t = at.input(f"x{len(self.feeds)}", shape, graph=self.graph)
+        self.feeds[t] = value
+        if diff:
+            self.xs.append(t)
+        return t
+
+    def distinct(self, shape: tuple, gap: float = 0.25) -> np.ndarray:
+        """Values with no ties (every pair at least ``gap`` apart), in random order."""
+        n = int(np.prod(shape, dtype=np.int64))
+        return (self.rng.permutation(n) - n / 2) * gap + self.rng.uniform(0, 0.05, n)
+
+    def ids(self, shape: tuple, value: Any) -> at.Tensor:
+        t = at.input(f"ids{len(self.feeds)}", shape, dtype="int", graph=self.graph)
+        self.feeds[t] = np.asarray(value, dtype=np.int64).reshape(shape)
+        return t
+
+
+@dataclass(frozen=True)
+class OpCase:
+    op: str
+    label: str
+    fn: Callable[[Builder], at.Tensor]
+
+    @property
+    def id(self) -> str:
+        return f"{self.op}[{self.label}]"
+
+    def build(self) -> Built:
+        b = Builder(zlib.crc32(self.id.encode()))
+        with b.graph:
+            y = self.fn(b)
+        assert y.op == self.op, f"case {self.id} builds a {y.op} node, not {self.op}"
+        return Built(b.graph, y, b.xs, b.feeds)
+
+
+CASES: list[OpCase] = []
+
+
+def case(op: str, label: str) -> Callable:
+    def deco(fn: Callable[[Builder], at.Tensor]) -> Callable:
+        CASES.append(OpCase(op, label, fn))
+        return fn
+
+    return deco
+
+
+def cases_for(op: str) -> list[OpCase]:
+    return [c for c in CASES if c.op == op]
+
+
+# --- binary elementwise: broadcasting shapes ------------------------------------------------
+BINARY_SHAPES = [((4, 3), (3,)), ((4, 1), (1, 3)), ((2, 3, 4), (4,)), ((), (2, 3)), ((2, 3), ()), ((3,), (3,))]
+
+
+def _label(sa: tuple, sb: tuple) -> str:
+    return f"{sa}x{sb}".replace(" ", "")
+
+
+def _separated(b: Builder, sa: tuple, sb: tuple) -> tuple[at.Tensor, at.Tensor]:
+    """a and b with |a - b| >= 0.15 everywhere after broadcasting (no ties for max/min).
+
+    a lives on the grid 0.5 k, b on the grid 0.5 k + 0.25, each with noise below 0.05.
+    """
+    va = 0.5 * b.rng.integers(-3, 4, size=sa) + b.rng.uniform(0, 0.05, size=sa)
+    vb = 0.5 * b.rng.integers(-3, 4, size=sb) + 0.25 + b.rng.uniform(0, 0.05, size=sb)
+    return b.x(sa, value=va), b.x(sb, value=vb)
+
+
+for _sa, _sb in BINARY_SHAPES:
+    _lab = _label(_sa, _sb)
+    case("add", _lab)(lambda b, sa=_sa, sb=_sb: b.x(sa) + b.x(sb))
+    case("sub", _lab)(lambda b, sa=_sa, sb=_sb: b.x(sa) - b.x(sb))
+    case("mul", _lab)(lambda b, sa=_sa, sb=_sb: b.x(sa) * b.x(sb))
+    case("div", _lab)(lambda b, sa=_sa, sb=_sb: b.x(sa) / b.x(sb, away=0.5))
+    case("pow", _lab)(lambda b, sa=_sa, sb=_sb: at.pow(b.x(sa, lo=0.5, hi=2.0), b.x(sb, lo=-1.5, hi=1.5)))
+    case("maximum", _lab)(lambda b, sa=_sa, sb=_sb: at.maximum(*_separated(b, sa, sb)))
+    case("minimum", _lab)(lambda b, sa=_sa, sb=_sb: at.minimum(*_separated(b, sa, sb)))
+    case("greater", _lab)(lambda b, sa=_sa, sb=_sb: at.greater(*_separated(b, sa, sb)))
+    case("equal", _lab)(lambda b, sa=_sa, sb=_sb: at.equal(*_separated(b, sa, sb)))
+
+case("pow", "x**2 constant exponent, negative base")(lambda b: b.x((2, 3)) ** 2)
+case("pow", "x**3")(lambda b: b.x((4,)) ** 3)
+case("pow", "2**x scalar base")(lambda b: 2.0 ** b.x((3,)))
+case("div", "10/x scalar numerator")(lambda b: 10.0 / b.x((2, 3), away=0.5))
+case("equal", "with ties")(lambda b: at.equal(b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.0, 3.0])))
+
+
+@case("where", "int cond (4,3), a (4,3), b (3,)")
+def _where1(b: Builder) -> at.Tensor:
+    cond = b.ids((4, 3), b.rng.integers(0, 2, size=(4, 3)))
+    return at.where(cond, b.x((4, 3)), b.x((3,)))
+
+
+@case("where", "float cond (3,) broadcast, a (), b (2,3)")
+def _where2(b: Builder) -> at.Tensor:
+    cond = b.x((3,), value=[1.0, 0.0, 1.0], diff=False)
+    return at.where(cond, b.x(()), b.x((2, 3)))
+
+
+@case("where", "cond from greater")
+def _where3(b: Builder) -> at.Tensor:
+    a = b.x((2, 3), away=0.3)
+    return at.where(a > 0.0, a * 2.0, b.x((2, 1)))
+
+
+# --- unary elementwise -----------------------------------------------------------------------
+UNARY_SHAPES = [(), (5,), (2, 3)]
+UNARY: dict[str, tuple[Callable[[at.Tensor], at.Tensor], dict]] = {
+    "neg": (at.neg, {}),
+    "exp": (at.exp, {}),
+    "log": (at.log, {"lo": 0.3, "hi": 3.0}),
+    "sqrt": (at.sqrt, {"lo": 0.3, "hi": 3.0}),
+    "abs": (at.abs, {"away": 0.2}),
+    "erf": (at.erf, {}),
+    "tanh": (at.tanh, {}),
+    "sigmoid": (at.sigmoid, {"lo": -4.0, "hi": 4.0}),
+    "relu": (at.relu, {"away": 0.2}),
+    "gelu": (at.gelu, {"lo": -3.0, "hi": 3.0}),
+    "silu": (at.silu, {"lo": -3.0, "hi": 3.0}),
+    "leaky_relu": (lambda t: at.leaky_relu(t, negative_slope=0.2), {"away": 0.2}),
+    "softplus": (at.softplus, {"lo": -3.0, "hi": 3.0}),
+    "sign": (at.sign, {"away": 0.2}),
+}
+for _name, (_f, _kw) in UNARY.items():
+    for _s in UNARY_SHAPES:
+        case(_name, str(_s).replace(" ", ""))(lambda b, f=_f, s=_s, kw=_kw: f(b.x(s, **kw)))
+case("gelu", "approximate=tanh")(lambda b: at.gelu(b.x((2, 4), lo=-3, hi=3), approximate="tanh"))
+case("softplus", "beta=2")(lambda b: at.softplus(b.x((4,), lo=-2, hi=2), beta=2.0))
+case("leaky_relu", "default slope")(lambda b: at.leaky_relu(b.x((6,), away=0.2)))
+
+# --- reductions: axis int, negative, tuple, None, keepdims ------------------------------------
+AXES = [None, 0, -1, (0, 2), ((1,), True), (-2, True), (None, True)]
+
+
+def _axis_label(a: Any) -> str:
+    ax, keep = a if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], bool) else (a, False)
+    return f"axis={ax}{',keepdims' if keep else ''}".replace(" ", "")
+
+
+def _reduction(name: str, a: Any) -> Callable[[Builder], at.Tensor]:
+    ax, keep = a if isinstance(a, tuple) and len(a) == 2 and isinstance(a[1], bool) else (a, False)
+    fn = getattr(at, name)
+
+    def build(b: Builder) -> at.Tensor:
+        shape = (2, 3, 4)
+        x = b.x(shape, value=b.distinct(shape, gap=0.15)) if name == "max" else b.x(shape)
+        return fn(x, axis=ax, keepdims=keep)
+
+    return build
+
+
+for _name in ("sum", "mean", "max", "var"):
+    for _a in AXES:
+        case(_name, _axis_label(_a))(_reduction(_name, _a))
+    case(_name, "1-D")(lambda b, f=getattr(at, _name): f(b.x((5,), value=b.distinct((5,)))))
+case("sum", "method x.sum(axis=1, keepdims=True)")(lambda b: b.x((3, 4)).sum(axis=1, keepdims=True))
+case("max", "ties from broadcast split the gradient")(
+    lambda b: at.max(at.broadcast_to(b.x((3,), value=[0.1, 0.9, -0.3]), (2, 3)), axis=0))
+
+for _a in (-1, 0, 1):
+    case("argmax", f"axis={_a}")(lambda b, a=_a: at.argmax(b.x((3, 4), value=b.distinct((3, 4))), axis=a))
+case("argmax", "keepdims")(lambda b: at.argmax(b.x((2, 3, 4), value=b.distinct((2, 3, 4))), axis=1, keepdims=True))
+
+# --- softmax / log_softmax: any axis ----------------------------------------------------------
+for _name in ("softmax", "log_softmax"):
+    for _a in (-1, 0, 1):
+        case(_name, f"(2,3,4) axis={_a}")(lambda b, f=getattr(at, _name), a=_a: f(b.x((2, 3, 4), lo=-3, hi=3), axis=a))
+    case(_name, "1-D")(lambda b, f=getattr(at, _name): f(b.x((5,), lo=-3, hi=3)))
+    case(_name, "large logits (stability)")(
+        lambda b, f=getattr(at, _name): f(b.x((2, 3), value=[[1000.0, 1001.0, 999.0], [-500.0, -501.0, -499.5]])))
+
+# --- matmul: 1-D, 2-D, batched, batch-broadcast ---------------------------------------------
+MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((2, 2, 3), (3, 4)),
+                 ((2, 2, 3), (2, 3, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))]
+for _sa, _sb in MATMUL_SHAPES:
+    case("matmul", _label(_sa, _sb))(lambda b, sa=_sa, sb=_sb: b.x(sa) @ b.x(sb))
+
+# --- shape ops ----------------------------------------------------------------------------
+case("transpose", "x.T")(lambda b: b.x((2, 3)).T)
+case("transpose", "axes=(1,2,0)")(lambda b: at.transpose(b.x((2, 3, 4)), (1, 2, 0)))
+case("transpose", "negative axes (-1,0,1)")(lambda b: at.transpose(b.x((2, 3, 4)), (-1, 0, 1)))
+case("transpose", "method x.transpose(0,2,1)")(lambda b: b.x((2, 3, 4)).transpose(0, 2, 1))
+
+case("reshape", "(2,6)->(3,4)")(lambda b: at.reshape(b.x((2, 6)), (3, 4)))
+case("reshape", "flatten -1")(lambda b: b.x((2, 3, 2)).reshape(-1))
+case("reshape", "(4,3)->(2,-1,3)")(lambda b: b.x((4, 3)).reshape(2, -1, 3))
+case("reshape", "()->(1,1)")(lambda b: at.reshape(b.x(()), (1, 1)))
+
+case("broadcast_to", "(3,)->(4,3)")(lambda b: at.broadcast_to(b.x((3,)), (4, 3)))
+case("broadcast_to", "(4,1)->(2,4,3)")(lambda b: at.broadcast_to(b.x((4, 1)), (2, 4, 3)))
+case("broadcast_to", "()->(2,3)")(lambda b: at.broadcast_to(b.x(()), (2, 3)))
+
+case("sum_to", "(4,3)->(3,)")(lambda b: at.sum_to(b.x((4, 3)), (3,)))
+case("sum_to", "(2,4,3)->(4,1)")(lambda b: at.sum_to(b.x((2, 4, 3)), (4, 1)))
+case("sum_to", "(2,3)->()")(lambda b: at.sum_to(b.x((2, 3)), ()))
+
+GETITEM = {
+    "int": lambda t: t[1],
+    "negative int": lambda t: t[-1, 2],
+    "slices": lambda t: t[1:3, ::2],
+    "negative steps": lambda t: t[::-1, 3:0:-2],
+    "None": lambda t: t[None, 1:],
+    "Ellipsis": lambda t: t[..., 1],
+    "mixed": lambda t: t[-2, ..., None, ::-3],
+}
+for _lab, _ix in GETITEM.items():
+    case("getitem", _lab)(lambda b, ix=_ix: ix(b.x((4, 5))))
+case("getitem", "3-D int and step")(lambda b: b.x((3, 4, 2))[1, ::2])
+
+case("getitem_grad", "slice into (4,5)")(
+    lambda b: apply("getitem_grad", b.x((2, 3)), shape=(4, 5), index=(("s", 1, 3, None), ("s", None, None, 2))))
+case("getitem_grad", "int + Ellipsis")(
+    lambda b: apply("getitem_grad", b.x((4,)), shape=(4, 5), index=(("e",), ("i", -1))))
+
+case("concat", "axis=0 two")(lambda b: at.concat([b.x((2, 3)), b.x((1, 3))], axis=0))
+case("concat", "axis=1 three")(lambda b: at.concat([b.x((2, 1)), b.x((2, 3)), b.x((2, 2))], axis=1))
+case("concat", "axis=-1 3-D")(lambda b: at.concat([b.x((2, 2, 1)), b.x((2, 2, 2))], axis=-1))
+case("concat", "same tensor twice")(lambda b: at.concat([(t := b.x((2, 2))), t * 2.0], axis=0))
+
+# --- nn ops ---------------------------------------------------------------------------------
+case("embedding", "repeated ids (2,3)")(lambda b: at.embedding(b.ids((2, 3), [[0, 2, 0], [4, 2, 2]]), b.x((5, 3))))
+case("embedding", "1-D ids")(lambda b: at.embedding(b.ids((4,), [1, 1, 3, 0]), b.x((4, 2))))
+case("embedding_grad", "repeated ids")(
+    lambda b: apply("embedding_grad", b.ids((2, 3), [[0, 2, 0], [4, 2, 2]]), b.x((2, 3, 2)), num_embeddings=5))
+
+case("layer_norm", "(2,4) weight, bias")(lambda b: at.layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,))))
+case("layer_norm", "1-D")(lambda b: at.layer_norm(b.x((5,)), b.x((5,)), b.x((5,))))
+case("layer_norm", "(2,3,4) default affine")(lambda b: at.layer_norm(b.x((2, 3, 4))))
+case("layer_norm", "eps=0.1")(lambda b: at.layer_norm(b.x((3, 3)), b.x((3,)), b.x((3,)), eps=0.1))

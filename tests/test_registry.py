@@ -1,0 +1,85 @@
+"""The registry contract: every op is complete, and every op has test cases.
+
+These tests iterate ``asgteach.ops.REGISTRY``, so registering a new op makes them check it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.ops import CATEGORIES, REGISTRY
+
+from opcases import cases_for
+
+NON_LEAF = sorted(name for name, s in REGISTRY.items() if not s.leaf)
+LEAVES = sorted(name for name, s in REGISTRY.items() if s.leaf)
+
+
+def test_registry_has_the_issue_ops() -> None:
+    wanted = ("add sub mul div neg pow exp log sqrt abs tanh sigmoid relu gelu silu leaky_relu softplus maximum "
+              "minimum where sum mean max var softmax log_softmax matmul transpose reshape broadcast_to sum_to "
+              "getitem concat embedding layer_norm").split()
+    missing = [w for w in wanted if w not in REGISTRY]
+    assert not missing, f"ops missing from the registry: {missing}"
+    assert LEAVES == ["constant", "input", "parameter"]
+
+
+@pytest.mark.parametrize("name", NON_LEAF)
+def test_every_op_has_a_test_case(name: str) -> None:
+    assert cases_for(name), f"add a case for op {name} to tests/opcases.py"
+
+
+@pytest.mark.parametrize("name", NON_LEAF)
+def test_op_contract(name: str) -> None:
+    s = REGISTRY[name]
+    assert s.name == name
+    assert callable(s.numpy), f"{name} has no numpy kernel"
+    assert callable(s.infer), f"{name} has no shape rule"
+    assert s.vjp is not None or s.not_differentiable, f"{name} needs a vjp or an explicit not_differentiable reason"
+    if s.not_differentiable is not None:
+        assert isinstance(s.not_differentiable, str) and s.not_differentiable.strip()
+    if s.zero_gradient is not None:
+        assert isinstance(s.zero_gradient, str) and s.zero_gradient.strip()
+    assert s.category in CATEGORIES, f"{name}: category {s.category!r} is not one of {CATEGORIES}"
+    assert hasattr(s, "wgsl") and isinstance(s.wgsl, str) and s.wgsl, f"{name}: wgsl slot must name a kernel"
+    if s.arity is not None and s.diff_inputs is not None:
+        assert len(s.diff_inputs) == s.arity
+    if s.arity is not None and not isinstance(s.input_kinds, str):
+        assert len(s.input_kinds) == s.arity
+    assert s.doc, f"{name}: a one-line doc is part of the spec"
+
+
+@pytest.mark.parametrize("name", LEAVES)
+def test_leaves_have_no_kernel(name: str) -> None:
+    s = REGISTRY[name]
+    assert s.leaf and s.numpy is None and s.category == name
+
+
+def test_register_refuses_incomplete_specs() -> None:
+    from asgteach.ops.registry import OpSpec, register
+
+    with pytest.raises(ValueError, match="registered twice"):
+        register(OpSpec("add", "arithmetic", 2, lambda a, b: a, np.add, vjp=lambda c, g: (g, g)))
+    with pytest.raises(ValueError, match="unknown category"):
+        register(OpSpec("zz_op", "nonsense", 1, lambda a: a, np.negative, vjp=lambda c, g: (g,)))
+    with pytest.raises(ValueError, match="not_differentiable"):
+        register(OpSpec("zz_op", "arithmetic", 1, lambda a: a, np.negative))
+    assert "zz_op" not in REGISTRY
+
+
+def test_patched_restores_the_spec() -> None:
+    original = REGISTRY["div"]
+    with at.ops.patched("div", doc="temporary") as s:
+        assert REGISTRY["div"] is s and s.doc == "temporary"
+    assert REGISTRY["div"] is original
+    with pytest.raises(RuntimeError):
+        with at.ops.patched("div", doc="x"):
+            raise RuntimeError("boom")
+    assert REGISTRY["div"] is original
+
+
+def test_unknown_op_suggests_close_names() -> None:
+    with pytest.raises(KeyError, match="Did you mean.*softmax"):
+        at.ops.spec("sotfmax")
