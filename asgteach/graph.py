@@ -151,7 +151,7 @@ class Graph:
         meta: dict[str, Any] | None = None,
     ) -> Node:
         """Append a node and return it. Callers (ops) have already checked shapes."""
-        if dtype not in DTYPES:
+        if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         for i in inputs:
             if not 0 <= i < len(self.nodes):

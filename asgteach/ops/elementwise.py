@@ -49,7 +49,7 @@ def _binary(name: str, category: str, kernel: Callable, vjp: Callable, jvp: Call
 
 
 def _bcast(t: Tensor | None, shape: tuple) -> Tensor | None:
-    return None if t is None or t.shape == shape else _shape.broadcast_to(t, shape)
+    return t if t is None or t.shape == shape else _shape.broadcast_to(t, shape)
 
 
 # --- binary arithmetic ----------------------------------------------------------------

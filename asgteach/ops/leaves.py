@@ -37,7 +37,9 @@ for _name, _doc in (
 
 
 def _kind(dtype: Any) -> str:
-    if dtype in ("float", "int"):
+    # isinstance first: np.dtype("float64") == "float" is True in numpy, which would
+    # leave a numpy dtype object (not the kind string) on the node
+    if isinstance(dtype, str) and dtype in ("float", "int"):
         return dtype
     try:
         k = np.dtype(dtype).kind
