@@ -1,0 +1,301 @@
+"""Convolution and pooling over images in NCHW layout (batch, channels, height, width).
+
+A 2-D convolution slides a small kernel over the image; each output pixel is a dot
+product of the kernel with the patch under it:
+
+    y[n, o, i, j] = sum_{c, a, b} x_pad[n, c, i*s + a*d, j*s + b*d] * w[o, c, a, b]
+
+(``s`` stride, ``d`` dilation, ``x_pad`` the input with ``padding`` zeros around it;
+with ``groups`` the channels are split into independent groups). The numpy kernels build
+a strided *view* of all patches ("im2col" without copying) and contract it with
+``einsum``.
+
+Backward rules come in pairs that are each other's transposes: the gradient with
+respect to the input is a *transposed convolution* (``conv2d_grad_input``), the gradient
+with respect to the kernel correlates the input with the output gradient
+(``conv2d_grad_weight``). Both are linear in the gradient, so their own backward rules
+are the other two ops again — second derivatives need nothing new.
+
+Max pooling sends each window's gradient to the element that won (the first maximum, as
+PyTorch does); average pooling spreads it evenly over the window (zero padding counts
+toward the average, PyTorch's ``count_include_pad=True``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..graph import user_source
+from ..shapes import ShapeError
+from ..tensor import Tensor
+from .registry import OpSpec, VjpContext, apply, register
+
+__all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
+
+Pair = tuple[int, int]
+
+
+def _pair(op: str, name: str, v: Any, minimum: int) -> Pair:
+    p = (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(a) for a in v)
+    if len(p) != 2 or min(p) < minimum:
+        raise ShapeError(op, f"{name} must be an int or a pair of ints >= {minimum}, got {v!r}", (), user_source())
+    return p  # type: ignore[return-value]
+
+
+def _out_size(op: str, size: int, k: int, s: int, p: int, d: int, shapes: list) -> int:
+    span = d * (k - 1) + 1
+    if size + 2 * p < span:
+        raise ShapeError(op, f"the kernel spans {span} pixels but the padded input has only {size + 2 * p}", shapes)
+    return (size + 2 * p - span) // s + 1
+
+
+def _windows(xp: np.ndarray, kh: int, kw: int, oh: int, ow: int, s: Pair, d: Pair) -> np.ndarray:
+    """A (N, C, OH, OW, KH, KW) view of every patch of the padded input (no copy)."""
+    n, c = xp.shape[:2]
+    sn, sc, sh, sw = xp.strides
+    return as_strided(xp, (n, c, oh, ow, kh, kw), (sn, sc, sh * s[0], sw * s[1], sh * d[0], sw * d[1]),
+                      writeable=False)
+
+
+def _pad(x: np.ndarray, p: Pair, value: float = 0.0) -> np.ndarray:
+    if p == (0, 0):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=value)
+
+
+def _tap(a: int, b: int, oh: int, ow: int, s: Pair, d: Pair) -> tuple[slice, slice, slice, slice]:
+    """Index of the padded input read by kernel tap (a, b) for every output pixel."""
+    return (slice(None), slice(None), slice(a * d[0], a * d[0] + s[0] * (oh - 1) + 1, s[0]),
+            slice(b * d[1], b * d[1] + s[1] * (ow - 1) + 1, s[1]))
+
+
+# --- conv2d and its two gradient ops ---------------------------------------------------------------
+def _conv_infer(x: tuple, w: tuple, stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
+                groups: int = 1, **_: Any) -> tuple:
+    if len(x) != 4 or len(w) != 4:
+        raise ShapeError("conv2d", "conv2d needs x of shape (N, C, H, W) and w of shape (O, C/groups, KH, KW)", [x, w])
+    if x[1] % groups or w[0] % groups:
+        raise ShapeError("conv2d", f"in channels ({x[1]}) and out channels ({w[0]}) must divide by groups={groups}",
+                         [x, w])
+    if w[1] != x[1] // groups:
+        raise ShapeError("conv2d", f"the kernel expects {w[1] * groups} input channels (C/groups = {w[1]}), "
+                                   f"x has {x[1]}", [x, w])
+    oh = _out_size("conv2d", x[2], w[2], stride[0], padding[0], dilation[0], [x, w])
+    ow = _out_size("conv2d", x[3], w[3], stride[1], padding[1], dilation[1], [x, w])
+    return (x[0], w[0], oh, ow)
+
+
+def _conv_kernel(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: Pair = (0, 0),
+                 dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w.shape
+    _, _, oh, ow = _conv_infer(x.shape, w.shape, stride, padding, dilation, groups)
+    cols = _windows(_pad(x, padding), kh, kw, oh, ow, stride, dilation)
+    g = groups
+    cols = cols.reshape(n, g, cg, oh, ow, kh, kw)
+    wr = w.reshape(g, o // g, cg, kh, kw)
+    y = np.einsum("ngcijab,gocab->ngoij", cols, wr, optimize=True)
+    return np.ascontiguousarray(y.reshape(n, o, oh, ow), dtype=x.dtype)
+
+
+def _conv_grad_input_kernel(gy: np.ndarray, w: np.ndarray, x_shape: tuple = (), stride: Pair = (1, 1),
+                            padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
+    n, c, h, wd = x_shape
+    o, cg, kh, kw = w.shape
+    _, _, oh, ow = gy.shape
+    g = groups
+    gr = gy.reshape(n, g, o // g, oh, ow)
+    wr = w.reshape(g, o // g, cg, kh, kw)
+    dxp = np.zeros((n, c, h + 2 * padding[0], wd + 2 * padding[1]), dtype=gy.dtype)
+    for a in range(kh):
+        for b in range(kw):
+            part = np.einsum("ngoij,goc->ngcij", gr, wr[..., a, b], optimize=True).reshape(n, c, oh, ow)
+            dxp[_tap(a, b, oh, ow, stride, dilation)] += part
+    return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd].copy()
+
+
+def _conv_grad_weight_kernel(x: np.ndarray, gy: np.ndarray, w_shape: tuple = (), stride: Pair = (1, 1),
+                             padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
+    n, c, _, _ = x.shape
+    o, cg, kh, kw = w_shape
+    _, _, oh, ow = gy.shape
+    g = groups
+    cols = _windows(_pad(x, padding), kh, kw, oh, ow, stride, dilation).reshape(n, g, cg, oh, ow, kh, kw)
+    gr = gy.reshape(n, g, o // g, oh, ow)
+    dw = np.einsum("ngoij,ngcijab->gocab", gr, cols, optimize=True)
+    return np.ascontiguousarray(dw.reshape(o, cg, kh, kw), dtype=x.dtype)
+
+
+def _conv_attrs(c: VjpContext) -> dict[str, Any]:
+    return {k: c.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+def _conv_vjp(c: VjpContext, g: Tensor):
+    x, w = c.inputs
+    a = _conv_attrs(c)
+    dx = apply("conv2d_grad_input", g, w, x_shape=x.shape, **a) if c.needs[0] else None
+    dw = apply("conv2d_grad_weight", x, g, w_shape=w.shape, **a) if c.needs[1] else None
+    return dx, dw
+
+
+def _grad_input_vjp(c: VjpContext, u: Tensor):
+    # out = Bx(gy, w), bilinear: d/d gy -> conv2d(u, w);  d/dw -> Bw(u, gy)
+    gy, w = c.inputs
+    a = _conv_attrs(c)
+    d_gy = apply("conv2d", u, w, **a) if c.needs[0] else None
+    d_w = apply("conv2d_grad_weight", u, gy, w_shape=w.shape, **a) if c.needs[1] else None
+    return d_gy, d_w
+
+
+def _grad_weight_vjp(c: VjpContext, u: Tensor):
+    # out = Bw(x, gy), bilinear: d/dx -> Bx(gy, u);  d/d gy -> conv2d(x, u)
+    x, gy = c.inputs
+    a = _conv_attrs(c)
+    d_x = apply("conv2d_grad_input", gy, u, x_shape=x.shape, **a) if c.needs[0] else None
+    d_gy = apply("conv2d", x, u, **a) if c.needs[1] else None
+    return d_x, d_gy
+
+
+_CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+register(OpSpec("conv2d", "convolution", 2, _conv_infer, _conv_kernel, vjp=_conv_vjp, attrs=dict(_CONV_ATTRS),
+                wgsl="conv", doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups"))
+register(OpSpec(
+    "conv2d_grad_input", "gradient", 2, lambda g, w, x_shape=(), **_: tuple(x_shape), _conv_grad_input_kernel,
+    vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
+    doc="gradient of conv2d with respect to its input: a transposed convolution",
+))
+register(OpSpec(
+    "conv2d_grad_weight", "gradient", 2, lambda x, g, w_shape=(), **_: tuple(w_shape), _conv_grad_weight_kernel,
+    vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()}, wgsl="conv",
+    doc="gradient of conv2d with respect to its kernel: input patches correlated with the output gradient",
+))
+
+
+def conv2d(x: Any, w: Any, stride: int | Pair = 1, padding: int | Pair = 0, dilation: int | Pair = 1,
+           groups: int = 1) -> Tensor:
+    """2-D convolution like ``F.conv2d(x, w, stride=, padding=, dilation=, groups=)`` (no bias: add it)."""
+    return apply("conv2d", x, w, stride=_pair("conv2d", "stride", stride, 1),
+                 padding=_pair("conv2d", "padding", padding, 0), dilation=_pair("conv2d", "dilation", dilation, 1),
+                 groups=int(groups))
+
+
+# --- pooling ------------------------------------------------------------------------------------------
+def _pool_infer(x: tuple, kernel_size: Pair = (2, 2), stride: Pair = (2, 2), padding: Pair = (0, 0), **_: Any) -> tuple:
+    if len(x) != 4:
+        raise ShapeError("pool", "pooling needs x of shape (N, C, H, W)", [x])
+    if padding[0] * 2 > kernel_size[0] or padding[1] * 2 > kernel_size[1]:
+        raise ShapeError("pool", f"padding {padding} must be at most half the kernel size {kernel_size}", [x])
+    oh = _out_size("pool", x[2], kernel_size[0], stride[0], padding[0], 1, [x])
+    ow = _out_size("pool", x[3], kernel_size[1], stride[1], padding[1], 1, [x])
+    return (x[0], x[1], oh, ow)
+
+
+def _pool_windows(x: np.ndarray, k: Pair, s: Pair, p: Pair, fill: float) -> tuple[np.ndarray, int, int]:
+    _, _, oh, ow = _pool_infer(x.shape, k, s, p)
+    return _windows(_pad(x, p, fill), k[0], k[1], oh, ow, s, (1, 1)), oh, ow
+
+
+def _argmax_taps(x: np.ndarray, k: Pair, s: Pair, p: Pair) -> tuple[np.ndarray, int, int]:
+    win, oh, ow = _pool_windows(x, k, s, p, -np.inf)
+    flat = win.reshape(win.shape[:4] + (k[0] * k[1],))
+    return np.argmax(flat, axis=-1), oh, ow  # first maximum wins, as in PyTorch
+
+
+def _max_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
+                     padding: Pair = (0, 0)) -> np.ndarray:
+    win, _, _ = _pool_windows(x, kernel_size, stride, padding, -np.inf)
+    return np.ascontiguousarray(win.max(axis=(-2, -1)), dtype=x.dtype)
+
+
+def _max_pool_grad_kernel(x: np.ndarray, g: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
+                          padding: Pair = (0, 0)) -> np.ndarray:
+    idx, oh, ow = _argmax_taps(x, kernel_size, stride, padding)
+    n, c, h, w = x.shape
+    dxp = np.zeros((n, c, h + 2 * padding[0], w + 2 * padding[1]), dtype=g.dtype)
+    for a in range(kernel_size[0]):
+        for b in range(kernel_size[1]):
+            dxp[_tap(a, b, oh, ow, stride, (1, 1))] += np.where(idx == a * kernel_size[1] + b, g, 0)
+    return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + w].copy()
+
+
+def _max_pool_gather_kernel(x: np.ndarray, u: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
+                            padding: Pair = (0, 0)) -> np.ndarray:
+    idx, oh, ow = _argmax_taps(x, kernel_size, stride, padding)
+    up = _pad(u, padding)
+    out = np.zeros(idx.shape, dtype=u.dtype)
+    for a in range(kernel_size[0]):
+        for b in range(kernel_size[1]):
+            out += np.where(idx == a * kernel_size[1] + b, up[_tap(a, b, oh, ow, stride, (1, 1))], 0)
+    return out
+
+
+def _avg_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
+                     padding: Pair = (0, 0)) -> np.ndarray:
+    win, _, _ = _pool_windows(x, kernel_size, stride, padding, 0.0)
+    return np.ascontiguousarray(win.mean(axis=(-2, -1)), dtype=x.dtype)
+
+
+def _avg_pool_grad_kernel(g: np.ndarray, x_shape: tuple = (), kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
+                          padding: Pair = (0, 0)) -> np.ndarray:
+    n, c, h, w = x_shape
+    _, _, oh, ow = g.shape
+    dxp = np.zeros((n, c, h + 2 * padding[0], w + 2 * padding[1]), dtype=g.dtype)
+    share = g / (kernel_size[0] * kernel_size[1])
+    for a in range(kernel_size[0]):
+        for b in range(kernel_size[1]):
+            dxp[_tap(a, b, oh, ow, stride, (1, 1))] += share
+    return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + w].copy()
+
+
+def _pool_attrs(c: VjpContext) -> dict[str, Any]:
+    return {k: c.attrs[k] for k in ("kernel_size", "stride", "padding")}
+
+
+_POOL_ATTRS = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}
+register(OpSpec(
+    "max_pool2d", "convolution", 1, _pool_infer, _max_pool_kernel, attrs=dict(_POOL_ATTRS), wgsl="pool",
+    vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
+    doc="maximum over each window; the gradient goes to the (first) maximum",
+))
+register(OpSpec(
+    "max_pool2d_grad", "gradient", 2, lambda x, g, **_: x, _max_pool_grad_kernel, attrs=dict(_POOL_ATTRS),
+    diff_inputs=(False, True), wgsl="pool",
+    vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
+    doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
+))
+register(OpSpec(
+    "max_pool2d_gather", "gradient", 2, lambda x, u, **kw: _pool_infer(x, **kw), _max_pool_gather_kernel,
+    attrs=dict(_POOL_ATTRS), diff_inputs=(False, True), wgsl="pool",
+    vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
+    doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
+))
+register(OpSpec(
+    "avg_pool2d", "convolution", 1, _pool_infer, _avg_pool_kernel, attrs=dict(_POOL_ATTRS), wgsl="pool",
+    vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
+    doc="mean over each window (zero padding counts, count_include_pad=True)",
+))
+register(OpSpec(
+    "avg_pool2d_grad", "gradient", 1, lambda g, x_shape=(), **_: tuple(x_shape), _avg_pool_grad_kernel,
+    attrs={**_POOL_ATTRS, "x_shape": ()}, wgsl="pool",
+    vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
+    doc="spreads each window's gradient evenly over the window",
+))
+
+
+def _pool(name: str, x: Any, kernel_size: int | Pair, stride: int | Pair | None, padding: int | Pair) -> Tensor:
+    k = _pair(name, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _pair(name, "stride", stride, 1)
+    return apply(name, x, kernel_size=k, stride=s, padding=_pair(name, "padding", padding, 0))
+
+
+def max_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
+    """Max over windows, like ``F.max_pool2d`` (stride defaults to the kernel size)."""
+    return _pool("max_pool2d", x, kernel_size, stride, padding)
+
+
+def avg_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
+    """Mean over windows, like ``F.avg_pool2d`` (stride defaults to the kernel size)."""
+    return _pool("avg_pool2d", x, kernel_size, stride, padding)
