@@ -1,0 +1,235 @@
+"""Packaging, the `asgteach` command, the README's commands, and lint.
+
+The wheel is built once per session (offline: no build isolation, hatchling comes from the dev
+extra) and inspected; it is then installed into a private folder and imported from there, to prove
+that the shaders and lessons are found from an *installed* package, not only from this checkout.
+"""
+
+from __future__ import annotations
+
+import email
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _run(cmd: list[str], timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
+                 str(ROOT)])
+    assert proc.returncode == 0, f"building the wheel failed:\n{proc.stdout}\n{proc.stderr}"
+    wheels = list(out.glob("asgteach-0.1.0-*.whl"))
+    assert len(wheels) == 1, f"expected one asgteach 0.1.0 wheel, found {[w.name for w in out.iterdir()]}"
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def wheel_names(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return set(z.namelist())
+
+
+def _dist_info(wheel: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel) as z:
+        return z.read(f"asgteach-0.1.0.dist-info/{name}").decode()
+
+
+# --- what the wheel holds ---------------------------------------------------------------------
+
+def test_wheel_holds_every_module(wheel_names: set[str]) -> None:
+    sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "asgteach").rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert "asgteach/__init__.py" in sources and "asgteach/cli.py" in sources
+    missing = sorted(sources - wheel_names)
+    assert not missing, f"modules missing from the wheel: {missing}"
+
+
+def test_wheel_holds_explanations(wheel_names: set[str]) -> None:
+    tomls = {p.relative_to(ROOT).as_posix() for p in (ROOT / "asgteach" / "explain").glob("*.toml")}
+    missing = sorted(tomls - wheel_names)
+    assert not missing, f"explanation files missing from the wheel: {missing}"
+
+
+def test_wheel_maps_shaders_and_lessons_into_the_package(wheel_names: set[str]) -> None:
+    # The repo-root folders land inside the package, where resources.shaders_dir() looks first.
+    expected = {"asgteach/shaders/README.md", "asgteach/lessons/00-welcome.ipynb"}
+    expected |= {f"asgteach/shaders/{p.name}" for p in (ROOT / "shaders").glob("*.wgsl")}
+    expected |= {f"asgteach/lessons/{p.name}" for p in (ROOT / "lessons").glob("*.ipynb")}
+    missing = sorted(expected - wheel_names)
+    assert not missing, f"shader or lesson files missing from the wheel: {missing}"
+    assert not [n for n in wheel_names if n.startswith(("shaders/", "lessons/", "tests/", ".venv/"))], \
+        "the wheel must not put data at the top level of site-packages"
+
+
+def test_wheel_metadata(wheel: Path) -> None:
+    meta = email.message_from_string(_dist_info(wheel, "METADATA"))
+    assert meta["Name"] == "asgteach" and meta["Version"] == "0.1.0"
+    assert meta["Requires-Python"] == ">=3.11"
+    requires = meta.get_all("Requires-Dist")
+    for dep in ("numpy", "scipy", "ipywidgets", "matplotlib", "safetensors", "tqdm"):
+        assert any(r.startswith(dep) for r in requires), f"{dep} is not a runtime dependency: {requires}"
+    assert "ipycytoscape==1.3.3" in requires, "ipycytoscape must stay pinned to 1.3.3"
+    assert {"gpu", "dev", "bench", "lab"} <= set(meta.get_all("Provides-Extra"))
+    assert any(re.match(r"wgpu==0\.32\.\d+; extra == .gpu.", r) for r in requires), requires
+
+
+def test_wheel_declares_the_console_script(wheel: Path) -> None:
+    entry_points = _dist_info(wheel, "entry_points.txt")
+    assert re.search(r"^\[console_scripts\]\s*\nasgteach = asgteach\.cli:main\s*$", entry_points, re.M), entry_points
+
+
+# --- the installed wheel finds its data -------------------------------------------------------
+
+def test_installed_wheel_finds_shaders_and_lessons(wheel: Path, tmp_path: Path) -> None:
+    target = tmp_path / "site"
+    proc = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target),
+                 str(wheel)])
+    assert proc.returncode == 0, proc.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    probe = ("import asgteach, asgteach.resources as r; "
+             "print(asgteach.__file__); print(r.shaders_dir()); print(r.lessons_dir()); print(r.is_checkout()); "
+             "print(sorted(p.name for p in r.shaders_dir().iterdir()))")
+    proc = _run([sys.executable, "-c", probe], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    module_file, shaders, lessons, checkout, names = proc.stdout.splitlines()
+    assert Path(module_file).is_relative_to(target), f"imported {module_file}, not the installed wheel"
+    assert Path(shaders) == target / "asgteach" / "shaders"
+    assert Path(lessons) == target / "asgteach" / "lessons"
+    assert checkout == "False"
+    assert eval(names) == sorted(p.name for p in (ROOT / "shaders").iterdir() if p.is_file())
+
+    # and the whole `check` runs from the installed copy
+    proc = _run([sys.executable, "-m", "asgteach", "check"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"(installed: {target / 'asgteach'})" in proc.stdout
+    assert "OK: asgteach works here" in proc.stdout
+
+
+# --- the asgteach command ---------------------------------------------------------------------
+
+def _asgteach() -> str:
+    exe = BIN / "asgteach"
+    assert exe.is_file(), f"no console script at {exe}: install the package with pip install -e '.[dev,gpu]'"
+    return str(exe)
+
+
+def test_cli_check() -> None:
+    import asgteach as at
+
+    proc = _run([_asgteach(), "check"], cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "asgteach 0.1.0" in out and "numpy " in out and "backends:" in out
+    assert re.search(r"^  numpy\s+available", out, re.M), out
+    assert re.search(r"^  wgpu\s+(available|not available - .+)", out, re.M), out
+    for backend in at.available():
+        if backend != "numpy":
+            assert re.search(rf"^  {backend}: ok - max error vs numpy", out, re.M), out
+    assert "gradcheck PASSED" in out
+    assert out.rstrip().endswith("OK: asgteach works here (backends: " + ", ".join(at.available()) + ")")
+
+
+def test_cli_demo() -> None:
+    proc = _run([_asgteach(), "demo"], cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "<Graph 'demo': 20 nodes (9 forward, 11 backward)>" in out
+    assert re.search(r"#8\s+forward\s+sum", out) and re.search(r"#19\s+backward\s+matmul", out), out
+    assert "y = 29.1778" in out  # sum(relu(x @ w + 1)**2) at the seed-0 draws; the lesson prints the same
+    assert "gradcheck PASSED" in out
+
+
+def test_cli_student_is_not_pretending() -> None:
+    proc = _run([_asgteach(), "student"], cwd=ROOT)
+    assert proc.returncode == 2
+    assert "not implemented yet" in proc.stderr
+
+
+def test_cli_help_and_bad_arguments() -> None:
+    proc = _run([_asgteach(), "--help"])
+    assert proc.returncode == 0
+    for command in ("lab", "check", "demo", "student"):
+        assert re.search(rf"^\s+{command}\s+\S", proc.stdout, re.M), proc.stdout
+    proc = _run([_asgteach(), "check", "--no-such-flag"])
+    assert proc.returncode == 2 and "unrecognized arguments: --no-such-flag" in proc.stderr
+    proc = _run([_asgteach()])
+    assert proc.returncode == 2 and "COMMAND" in proc.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_lab_serves_the_lessons_on_localhost(tmp_path: Path) -> None:
+    port, token = _free_port(), "asgteach-test-token"
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
+    log = (tmp_path / "lab.log").open("w+")
+    proc = subprocess.Popen([_asgteach(), "lab", "--no-browser", f"--port={port}", "--port-retries=0",
+                             f"--IdentityProvider.token={token}"], cwd=tmp_path, env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while True:
+            assert proc.poll() is None, f"JupyterLab exited with {proc.returncode}:\n{Path(log.name).read_text()}"
+            try:
+                with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=5) as r:
+                    listing = r.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, f"no answer on {base} in 90 s:\n{Path(log.name).read_text()}"
+                time.sleep(0.5)
+        assert '"00-welcome.ipynb"' in listing, f"the server does not open the lessons folder: {listing[:500]}"
+        with urllib.request.urlopen(f"{base}/lab?token={token}", timeout=10) as r:
+            assert r.status == 200 and "JupyterLab" in r.read().decode()
+        assert f"http://127.0.0.1:{port}/lab" in Path(log.name).read_text()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+# --- the README's commands and CI -------------------------------------------------------------
+
+def test_readme_opens_with_the_two_commands() -> None:
+    blocks = re.findall(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert [b.strip() for b in blocks[:2]] == ["./scripts/lab", "./scripts/test"]
+    for script in ("scripts/lab", "scripts/test", "scripts/setup", ".ci/run"):
+        path = ROOT / script
+        assert path.is_file() and os.access(path, os.X_OK), f"{script} must exist and be executable"
+        assert "set -euo pipefail" in path.read_text(), f"{script} must stop at the first error"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^\./scripts/test\b", ci, re.M), ".ci/run must run the README's test command"
+
+
+def test_shell_scripts_parse() -> None:
+    for script in ("scripts/lab", "scripts/test", "scripts/setup", ".ci/run"):
+        proc = _run(["bash", "-n", str(ROOT / script)])
+        assert proc.returncode == 0, f"{script}: {proc.stderr}"
+
+
+def test_ruff_clean() -> None:
+    proc = _run([sys.executable, "-m", "ruff", "check", "--no-cache", str(ROOT)], cwd=ROOT)
+    assert proc.returncode == 0, f"ruff found problems (fix them, or `ruff check --fix`):\n{proc.stdout}"
