@@ -64,7 +64,10 @@ def normalize_axes(op: str, axis: int | Iterable[int] | None, ndim: int, source:
     """Turn ``axis`` (None, an int or a sequence, negatives allowed) into sorted non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    try:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    except TypeError:  # e.g. axis=1.5
+        raise ShapeError(op, f"axis must be None, an int or a tuple of ints, got {axis!r}", (shape,), source) from None
     out = []
     for a in axes:
         if not isinstance(a, int) or isinstance(a, bool):

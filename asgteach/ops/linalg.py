@@ -36,7 +36,11 @@ def _matmul_infer(a: tuple, b: tuple, **_: Any) -> tuple:
                       f"to equal b's {'only' if len(b) == 1 else 'second-to-last'} axis ({b2[-2]})",
             [a, b], hint="check which operand needs transposing (x.T) or the layer's in/out sizes",
         )
-    batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    try:
+        batch = broadcast_shapes("matmul", a2[:-2], b2[:-2])
+    except ShapeError as e:  # name the operands, not just their batch parts
+        raise ShapeError("matmul", f"batch axes {a2[:-2]} and {b2[:-2]} do not broadcast ({e.detail})", [a, b],
+                         hint="batch axes follow numpy broadcasting: sizes must match or be 1") from None
     out = batch + (a2[-2], b2[-1])
     if len(a) == 1:
         out = out[:-2] + out[-1:]
