@@ -25,15 +25,20 @@ __all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embe
 
 
 # --- softmax / log_softmax ------------------------------------------------------------------
+# np.maximum.reduce / np.add.reduce are np.max / np.sum without their Python wrappers, and
+# the temporaries are reused in place (out=): the same arithmetic, fewer microseconds.
 def _softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)  # exp never overflows: max term is e^0 = 1
-    e = np.exp(shifted)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))  # max term is e^0 = 1: no overflow
+    e = np.exp(shifted, out=shifted) if isinstance(shifted, np.ndarray) else np.exp(shifted)
+    return e / np.add.reduce(e, axis=axis, keepdims=True)
 
 
 def _log_softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    return shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
+    log_sum = np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
+    if isinstance(shifted, np.ndarray):
+        return np.subtract(shifted, log_sum, out=shifted)
+    return shifted - log_sum
 
 
 def _softmax_vjp(c: VjpContext, g: Tensor):

@@ -8,6 +8,7 @@ into one place), a slice's gradient is zeros with the gradient written into the 
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -100,6 +101,20 @@ def _broadcast_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
     return tuple(shape)
 
 
+def _broadcast_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
+    """np.broadcast_to: a read-only view that repeats x without copying it.
+
+    Building that view costs a few microseconds of Python; filling a small fresh array
+    costs less. So small results are written out, large ones stay views (no memory).
+    """
+    shape = tuple(shape)
+    if math.prod(shape) <= 4096:  # same values either way
+        out = np.empty(shape, dtype=x.dtype)
+        out[...] = x
+        return out
+    return np.broadcast_to(x, shape)
+
+
 def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
     """Axes of ``src`` to sum so it becomes ``dst``: the extra leading ones, and size-1 ones."""
     lead = len(src) - len(dst)
@@ -109,7 +124,7 @@ def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
 
 def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
     axes, lead = _sum_to_axes(x.shape, tuple(shape))
-    out = np.sum(x, axis=axes, keepdims=True) if axes else x
+    out = np.add.reduce(x, axis=axes, keepdims=True) if axes else x  # = np.sum, minus its wrapper
     return np.asarray(out.reshape(out.shape[lead:]), dtype=x.dtype)
 
 
@@ -121,7 +136,7 @@ def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    "broadcast_to", "shape", 1, _broadcast_to_infer, lambda x, shape=(): np.broadcast_to(x, shape),
+    "broadcast_to", "shape", 1, _broadcast_to_infer, _broadcast_to_kernel,
     input_kinds="any", out_kind="same",
     vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
