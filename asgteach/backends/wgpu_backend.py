@@ -1,0 +1,390 @@
+"""The wgpu backend: the same graph, run as WGSL compute shaders on a GPU (or on lavapipe).
+
+``compile(graph, outputs)`` does everything that does not depend on the numbers:
+
+1. **lower** every node to dispatches (``wgpu_kernels``): kernel, uniform block, bindings;
+2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``);
+3. **memory plan**: one persistent device buffer per live value. Inputs, parameters,
+   constants and requested outputs own their buffers; every other value borrows one
+   from a pool and gives it back after its last reader — the same liveness analysis as
+   the numpy backend's, but here it decides how much GPU memory a step needs;
+4. **bind groups** and ONE uniform buffer holding every dispatch's parameters, written once.
+
+``plan.run(feeds)`` is then short, and talks to the GPU as little as possible:
+
+* feeds are uploaded with ``queue.write_buffer`` (float64 becomes float32, once warned;
+  integer ids become int32);
+* the whole run is recorded into ONE command encoder — one compute pass with every
+  dispatch — and handed to the GPU with ONE ``submit``;
+* only the requested outputs are copied into one persistent staging buffer, which is
+  mapped once: ONE host synchronisation per run. ``plan.stats`` counts all of this.
+
+Parameters stay on the GPU between runs
+---------------------------------------
+A training step must not ship its weights to the GPU every time. Two ways:
+
+* ``plan.run(feeds, params={w: W})``: an array that is the *same object* as last time and
+  unchanged (compared on the host, no GPU traffic) is not uploaded again.
+* ``plan.bind_updates({w: w_new})``: after every run, the value of output ``w_new`` is
+  copied *on the GPU* into ``w``'s buffer (in the same submit). Feed ``w`` once; later
+  runs may leave it out and use the device copy. ``plan.read_params()`` fetches them.
+
+NaNs
+----
+With ``on_nan="raise"`` (the default) a NaN in an output is explained by re-running the
+same feeds on the numpy backend in float32, which names the first node that produced a
+NaN and why (the GPU run records no per-node values, on purpose: that would cost a sync
+per node). If numpy finds none, the error says the NaN came from the GPU kernels alone.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..graph import Graph, Node
+from ..ops.registry import spec
+from .numpy_backend import FeedError, KernelError, NumericsError, resolve_feeds
+from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
+from .wgpu_kernels import Dispatch, lower
+from .wgpu_matmul import tile_from_env
+
+__all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError"]
+
+NAME = "wgpu"
+_warned_f64 = False
+
+
+class BindingLimitError(ValueError):
+    """A value is larger than the adapter lets one shader bind. Names the node."""
+
+
+def _float64_warning() -> None:
+    global _warned_f64
+    if not _warned_f64:
+        _warned_f64 = True
+        warnings.warn(
+            "the wgpu backend computes in float32: float64 feeds are converted (results are float32). "
+            "For float64 (e.g. gradient checks) use backend='numpy'. (This warning is shown once.)",
+            UserWarning, stacklevel=4,
+        )
+
+
+def _nbytes(node: Node) -> int:
+    return max(16, (node.size * 4 + 15) // 16 * 16)
+
+
+class Plan:
+    """A compiled run of some outputs of a graph on the GPU. See the module docstring."""
+
+    backend = NAME
+
+    def __init__(self, graph: Graph, outputs: list[int], max_binding: int | None = None) -> None:
+        self.gpu: Gpu = gpu()
+        wgpu = self.gpu.wgpu
+        dev = self.gpu.device
+        self.graph = graph
+        self.outputs = list(outputs)
+        self.node_ids = graph.ancestors(self.outputs)
+        nodes = [graph.nodes[i] for i in self.node_ids]
+        self.leaves = [n for n in nodes if n.op in ("input", "parameter")]
+        self.constants = [n for n in nodes if n.op == "constant"]
+        compute = [n for n in nodes if not spec(n.op).leaf]
+        limit = int(max_binding or self.gpu.max_binding)
+        for n in nodes:
+            if n.size * 4 > limit:
+                raise BindingLimitError(
+                    f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {n.size * 4 / 2**20:.1f} MiB, but this "
+                    f"GPU adapter binds at most {limit / 2**20:.1f} MiB per buffer (created at {n.source}).\n"
+                    f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
+                )
+
+        # 1. lower
+        tile = tile_from_env()
+        self.dispatches: list[Dispatch] = []
+        self._node_sources: dict[int, str] = {}
+        for n in compute:
+            ds = lower(graph, n, spec(n.op).wgsl, tile)
+            self.dispatches.extend(ds)
+            if ds:
+                self._node_sources[n.id] = ds[-1].source
+
+        # 2. memory plan: owned buffers for leaves/outputs, a liveness pool for the rest
+        usage = wgpu.BufferUsage
+        storage = usage.STORAGE | usage.COPY_DST | usage.COPY_SRC
+        self.buffers: dict[int, Any] = {}
+        self.bytes_owned = 0
+        for n in self.leaves + self.constants + [graph.nodes[i] for i in self.outputs]:
+            if n.id not in self.buffers:
+                self.buffers[n.id] = dev.create_buffer(size=_nbytes(n), usage=storage)
+                self.bytes_owned += _nbytes(n)
+        last_use: dict[int, int] = {}
+        for k, n in enumerate(compute):
+            for i in n.inputs:
+                last_use[i] = k
+        pool: list[tuple[int, Any]] = []
+        self.bytes_pooled = 0
+        for k, n in enumerate(compute):
+            if n.id not in self.buffers:
+                need = _nbytes(n)
+                fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
+                if fits:
+                    j = min(fits, key=lambda j: pool[j][0])
+                    self.buffers[n.id] = pool.pop(j)[1]
+                else:
+                    self.buffers[n.id] = dev.create_buffer(size=need, usage=storage)
+                    self.bytes_pooled += need
+            for i in set(n.inputs):   # values read for the last time give their buffer back
+                if last_use.get(i) != k or i in self.outputs:
+                    continue
+                if graph.nodes[i].op in ("input", "parameter", "constant"):
+                    continue
+                buf = self.buffers[i]
+                pool.append((buf.size, buf))
+
+        # 3. one uniform buffer for all dispatches, written once
+        align = self.gpu.uniform_align
+        params = np.zeros((max(1, len(self.dispatches)), align // 4), dtype=np.uint32)
+        for k, d in enumerate(self.dispatches):
+            params[k, :64] = d.params
+        self.uniforms = dev.create_buffer(size=params.nbytes, usage=usage.UNIFORM | usage.COPY_DST)
+        dev.queue.write_buffer(self.uniforms, 0, params)
+
+        # 4. pipelines and bind groups
+        self._encoded: list[tuple[Any, Any, tuple[int, int, int]]] = []
+        for k, d in enumerate(self.dispatches):
+            pipe = self.gpu.pipeline(d.key, d.source, d.entry)
+            entries = [{"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * align, "size": 256}}]
+            for b, nid in sorted(d.binds.items()):
+                buf = self.buffers[nid]
+                entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0,
+                                                           "size": _nbytes(graph.nodes[nid])}})
+            bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
+            self._encoded.append((pipe, bg, d.groups))
+
+        # 5. staging: every requested output at its own offset in one mappable buffer
+        self._out_offsets: list[int] = []
+        off = 0
+        for i in self.outputs:
+            self._out_offsets.append(off)
+            off += _nbytes(graph.nodes[i])
+        self.staging = dev.create_buffer(size=max(off, 16), usage=usage.MAP_READ | usage.COPY_DST)
+
+        self._uploaded: dict[int, tuple[Any, np.ndarray | None]] = {}   # node id -> (object, host copy)
+        self._on_device: set[int] = set()
+        self._updates: list[tuple[int, int]] = []
+        self.stats: dict[str, int] = {}
+        self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
+
+    # -- introspection ------------------------------------------------------------------
+    def shader_for(self, node: Any) -> str:
+        """The WGSL source that computes ``node`` (a Tensor, Node or node id)."""
+        nid = getattr(node, "node_id", getattr(node, "id", node))
+        if nid not in self._node_sources:
+            n = self.graph.nodes[nid]
+            raise KeyError(f"node #{nid} ({n.op}) runs no kernel in this plan (leaves and empty tensors have none)")
+        return self._node_sources[nid]
+
+    def __repr__(self) -> str:
+        return (f"<wgpu Plan: {len(self.dispatches)} dispatches, {len(self.leaves)} fed leaves, "
+                f"{(self.bytes_owned + self.bytes_pooled) / 2**20:.2f} MiB of buffers, outputs {self.outputs}>")
+
+    # -- parameters on the device -----------------------------------------------------------
+    def bind_updates(self, updates: Mapping[Any, Any]) -> None:
+        """After each run, copy output ``new`` into parameter ``old``'s buffer on the GPU.
+
+        ``updates`` maps a parameter (Tensor, name or id) to an output of this plan (Tensor
+        or id) of the same shape — typically the optimizer's new value. Feed the parameter
+        once; afterwards the device copy is used and updated without any upload.
+        """
+        resolved = resolve_feeds(self.graph, {k: v for k, v in updates.items()})
+        pairs = []
+        for pid, new in resolved.items():
+            nid = getattr(new, "node_id", new)
+            if nid not in self.outputs:
+                raise ValueError(f"bind_updates: node #{nid} is not an output of this plan (outputs: {self.outputs})")
+            p, q = self.graph.nodes[pid], self.graph.nodes[nid]
+            if p.shape != q.shape or p.op not in ("input", "parameter"):
+                raise ValueError(f"bind_updates: {q.describe()} cannot update {p.describe()}")
+            pairs.append((nid, pid))
+        self._updates = pairs
+
+    def read_params(self) -> dict[str, np.ndarray]:
+        """The current device values of every input/parameter this plan holds (one sync)."""
+        dev = self.gpu.device
+        held = [n for n in self.leaves if n.id in self._on_device]
+        size = sum(_nbytes(n) for n in held)
+        staging = dev.create_buffer(size=max(size, 16), usage=self.gpu.wgpu.BufferUsage.MAP_READ
+                                    | self.gpu.wgpu.BufferUsage.COPY_DST)
+        enc = dev.create_command_encoder()
+        off = 0
+        for n in held:
+            enc.copy_buffer_to_buffer(self.buffers[n.id], 0, staging, off, _nbytes(n))
+            off += _nbytes(n)
+        dev.queue.submit([enc.finish()])
+        staging.map_sync(self.gpu.wgpu.MapMode.READ)
+        raw = np.frombuffer(staging.read_mapped(), dtype=np.uint8).copy()
+        staging.unmap()
+        out, off = {}, 0
+        for n in held:
+            out[n.name] = raw[off:off + n.size * 4].view(np.int32 if n.dtype == "int" else np.float32).reshape(n.shape)
+            off += _nbytes(n)
+        return out
+
+    # -- running -----------------------------------------------------------------------------
+    def _host_array(self, node: Node, value: Any) -> np.ndarray:
+        arr = np.asarray(value)
+        if arr.shape != node.shape:
+            raise FeedError(f"feed for {node.op} '{node.name}' has shape {arr.shape}, but the graph declared "
+                            f"{node.shape} (at {node.source})")
+        kind = arr.dtype.kind
+        if node.dtype == "float":
+            if kind != "f" or arr.dtype.itemsize < 4:
+                raise FeedError(f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is a float input; "
+                                "pass float32 or float64 values (e.g. x.astype(np.float32))")
+            if arr.dtype != np.float32:
+                _float64_warning()
+            return np.ascontiguousarray(arr, dtype=np.float32)
+        if kind not in "iu":
+            raise FeedError(f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is an integer input "
+                            "(ids); pass an integer array")
+        if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31):
+            raise FeedError(f"feed for {node.op} '{node.name}' holds ids outside int32, which the GPU uses")
+        return np.ascontiguousarray(arr, dtype=np.int32)
+
+    def _check_ids(self, given: dict[int, Any]) -> None:
+        for s in self.dispatches:
+            n = s.node
+            if n.op in ("embedding", "embedding_grad") and s.entry != "fill":
+                ids = self.graph.nodes[n.inputs[0]]
+                v = self.graph.nodes[n.inputs[1]].shape[0] if n.op == "embedding" else n.attrs["num_embeddings"]
+                val = given.get(ids.id, self.graph.constants.get(ids.id))
+                if val is not None and np.size(val) and (np.min(val) < 0 or np.max(val) >= v):
+                    raise KernelError(
+                        f"{n.op} (node #{n.id} '{n.name}'): ids must lie in 0..{v - 1} (the table has {v} rows); "
+                        f"got {np.asarray(val)[(np.asarray(val) < 0) | (np.asarray(val) >= v)][:5].tolist()}\n"
+                        f"  created at {n.source}"
+                    )
+
+    def _upload(self, given: dict[int, Any], stats: dict[str, int]) -> None:
+        queue = self.gpu.device.queue
+        for node in self.constants:
+            if node.id not in self._on_device:
+                arr = self._host_array(node, self.graph.constants[node.id]) if node.dtype == "int" else \
+                    np.ascontiguousarray(self.graph.constants[node.id], dtype=np.float32)
+                queue.write_buffer(self.buffers[node.id], 0, arr)
+                self._on_device.add(node.id)
+                stats["uploads"] += 1
+                stats["upload_bytes"] += arr.nbytes
+        for node in self.leaves:
+            if node.id not in given:
+                if node.id in self._on_device:
+                    continue
+                raise FeedError(
+                    f"missing feed for {node.op} '{node.name}' (shape {node.shape}, created at {node.source})\n"
+                    f"  the requested outputs depend on it; pass it in feeds, e.g. {{{node.name}: array}}"
+                )
+            value = given[node.id]
+            prev = self._uploaded.get(node.id)
+            if prev is not None and prev[0] is value and node.id in self._on_device:
+                host = prev[1]
+                if host is None or np.array_equal(host, value):
+                    continue   # same object, unchanged: the device copy is current
+            arr = self._host_array(node, value)
+            queue.write_buffer(self.buffers[node.id], 0, arr)
+            readonly = isinstance(value, np.ndarray) and not value.flags.writeable
+            self._uploaded[node.id] = (value, None if readonly else np.array(value, copy=True))
+            self._on_device.add(node.id)
+            stats["uploads"] += 1
+            stats["upload_bytes"] += arr.nbytes
+        # a parameter updated on the device no longer matches the host array it came from
+        for _, pid in self._updates:
+            self._uploaded.pop(pid, None)
+
+    def run(
+        self,
+        feeds: Mapping[Any, Any] | None = None,
+        params: Mapping[Any, Any] | None = None,
+        dtype: Any = None,
+        on_nan: str = "raise",
+    ) -> list[np.ndarray]:
+        """Compute the outputs (float32; ids as int64). See the module docstring for ``params``."""
+        if dtype is not None and np.dtype(dtype) != np.float32:
+            _float64_warning()
+        all_feeds = {**(feeds or {}), **(params or {})}
+        given = resolve_feeds(self.graph, all_feeds)
+        self._check_ids(given)
+        stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0, "dispatches": len(self._encoded)}
+        self._upload(given, stats)
+
+        dev = self.gpu.device
+        enc = dev.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        last = None
+        for pipe, bg, (x, y, z) in self._encoded:
+            if pipe is not last:
+                cpass.set_pipeline(pipe)
+                last = pipe
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(x, y, z)
+        cpass.end()
+        for nid, off in zip(self.outputs, self._out_offsets):
+            enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
+        for src, dst in self._updates:
+            enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
+        dev.queue.submit([enc.finish()])
+        stats["submits"] += 1
+        self.staging.map_sync(self.gpu.wgpu.MapMode.READ)   # waits for the GPU: the one host sync
+        stats["host_syncs"] += 1
+        raw = np.frombuffer(self.staging.read_mapped(), dtype=np.uint8).copy()
+        self.staging.unmap()
+
+        outs = []
+        for nid, off in zip(self.outputs, self._out_offsets):
+            n = self.graph.nodes[nid]
+            v = raw[off:off + n.size * 4]
+            outs.append(v.view(np.int32).astype(np.int64).reshape(n.shape) if n.dtype == "int"
+                        else v.view(np.float32).reshape(n.shape))
+        self.stats = stats
+        self.totals["runs"] += 1
+        for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
+            self.totals[k] += stats[k]
+        if on_nan != "ignore" and any(o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+            self._explain_nan(all_feeds, on_nan)
+        return outs
+
+    def _explain_nan(self, feeds: Mapping[Any, Any], on_nan: str) -> None:
+        """Find the first NaN-producing node by re-running on numpy in float32."""
+        from . import numpy_backend
+
+        ref = numpy_backend.Plan(self.graph, self.outputs)
+        given = resolve_feeds(self.graph, feeds)
+        if any(n.id not in given for n in ref.leaves):   # device-held params: fetch their values
+            held = self.read_params()
+            feeds = {**{n.id: held[n.name] for n in ref.leaves if n.id not in given}, **given}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                ref._nan_found(feeds, np.float32, on_nan)
+            except NumericsError as e:
+                raise NumericsError(f"{e}\n  (found by re-running this graph on the numpy backend in float32: "
+                                    "the GPU run keeps no per-node values)") from None
+        if caught:
+            for w in caught:
+                warnings.warn(str(w.message), RuntimeWarning, stacklevel=3)
+            return
+        msg = ("a NaN appeared in the wgpu backend's outputs, but the numpy backend (float32) computes none "
+               "from the same feeds: a GPU kernel differs from numpy here. Please report it with the graph.")
+        if on_nan == "raise":
+            raise NumericsError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def compile(graph: Graph, outputs: list[int], max_binding: int | None = None) -> Plan:  # noqa: A001
+    """Compile the outputs (node ids) of ``graph`` into a GPU :class:`Plan`.
+
+    ``max_binding`` overrides the adapter's per-binding size limit (for tests).
+    """
+    return Plan(graph, outputs, max_binding)

@@ -1,0 +1,172 @@
+"""The GPU side of the wgpu backend: choosing an adapter, the device, shaders and pipelines.
+
+WebGPU talks to a GPU through an *adapter* (one per driver and GPU) and a *device* (our
+connection to it). asgteach only uses Vulkan adapters: that is what NVIDIA/AMD/Intel
+drivers and Mesa's lavapipe (a CPU implementation of Vulkan, Debian package
+``mesa-vulkan-drivers``) provide on Linux, and what CI runs its shaders on.
+
+* ``ASGTEACH_WGPU_ADAPTER=<substring>`` picks the adapter whose name contains it
+  (e.g. ``H100``, ``llvmpipe``); otherwise a discrete GPU beats an integrated one,
+  which beats a CPU adapter.
+* One device per process (per adapter choice) is shared by all plans, and so is the
+  pipeline cache: compiling a WGSL kernel costs milliseconds (on lavapipe, much more),
+  so each (op, dtype, variant) is compiled once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..resources import shader_source
+
+__all__ = ["Gpu", "gpu", "check_available", "describe", "NO_ADAPTER_HELP"]
+
+NO_ADAPTER_HELP = (
+    "the wgpu backend needs a Vulkan adapter. On Debian/Ubuntu without a GPU, install Mesa's CPU "
+    "Vulkan driver: `sudo apt-get install mesa-vulkan-drivers` (lavapipe); with a GPU, install its "
+    "vendor driver (NVIDIA/AMD/Intel, which ship Vulkan). Meanwhile backend='numpy' (or 'auto') works."
+)
+
+_KIND_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4}
+
+
+def _import_wgpu() -> Any:
+    from . import BackendUnavailable
+
+    try:
+        import wgpu
+    except ImportError as e:
+        raise BackendUnavailable(f"the wgpu package is not installed ({e}); pip install 'asgteach[gpu]'") from e
+    return wgpu
+
+
+def _adapter_name(info: Any) -> str:
+    return f"{info.get('device', '')} {info.get('description', '')} {info.get('vendor', '')}".strip()
+
+
+def _choose_adapter(wgpu: Any) -> Any:
+    from . import BackendUnavailable
+
+    want = os.environ.get("ASGTEACH_WGPU_ADAPTER", "").strip()
+    try:
+        adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
+    except Exception as e:  # noqa: BLE001 - a broken driver install must not crash the caller
+        raise BackendUnavailable(f"no WebGPU adapter could be listed ({e}); {NO_ADAPTER_HELP}") from e
+    if not adapters:
+        raise BackendUnavailable(f"no Vulkan adapter found; {NO_ADAPTER_HELP}")
+    if want:
+        chosen = [a for a in adapters if want.lower() in _adapter_name(a.info).lower()]
+        if not chosen:
+            names = "; ".join(_adapter_name(a.info) for a in adapters)
+            raise BackendUnavailable(
+                f"ASGTEACH_WGPU_ADAPTER={want!r} matches none of the Vulkan adapters here ({names}). "
+                f"Unset it or pick a substring of one of those names; {NO_ADAPTER_HELP}"
+            )
+        adapters = chosen
+    adapters.sort(key=lambda a: _KIND_RANK.get(a.info.get("adapter_type", "Unknown"), 3))
+    return adapters[0]
+
+
+@dataclass
+class Gpu:
+    """The chosen adapter and device, the limits we rely on, and the pipeline cache."""
+
+    wgpu: Any
+    adapter: Any
+    device: Any
+    limits: dict[str, int]
+    pipelines: dict[tuple, tuple[Any, str]] = field(default_factory=dict)
+    modules: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_binding(self) -> int:
+        """Largest buffer one shader may bind (lavapipe: 128 MiB)."""
+        return int(self.limits["max-storage-buffer-binding-size"])
+
+    @property
+    def uniform_align(self) -> int:
+        return max(256, int(self.limits.get("min-uniform-buffer-offset-alignment", 256)))
+
+    def pipeline(self, key: tuple, source: str, entry: str) -> Any:
+        """The compute pipeline for ``key`` = (op, dtype, variant), compiled on first use.
+
+        The source text is remembered with it, for ``plan.shader_for(node)``.
+        """
+        hit = self.pipelines.get(key)
+        if hit is None:
+            module = self.modules.get(source)
+            if module is None:
+                module = self.device.create_shader_module(code=source)
+                self.modules[source] = module
+            pipe = self.device.create_compute_pipeline(
+                layout=self.wgpu.AutoLayoutMode.auto, compute={"module": module, "entry_point": entry},
+            )
+            hit = self.pipelines[key] = (pipe, source)
+        return hit[0]
+
+
+_GPUS: dict[str, Gpu] = {}
+
+
+def gpu() -> Gpu:
+    """The process-wide :class:`Gpu` for the current ``ASGTEACH_WGPU_ADAPTER`` choice."""
+    want = os.environ.get("ASGTEACH_WGPU_ADAPTER", "").strip()
+    g = _GPUS.get(want)
+    if g is None:
+        wgpu = _import_wgpu()
+        adapter = _choose_adapter(wgpu)
+        lim = adapter.limits
+        needed = {
+            "max-storage-buffer-binding-size": lim["max-storage-buffer-binding-size"],
+            "max-buffer-size": lim["max-buffer-size"],
+            "max-storage-buffers-per-shader-stage": min(8, lim["max-storage-buffers-per-shader-stage"]),
+            "max-compute-workgroup-storage-size": lim["max-compute-workgroup-storage-size"],
+            "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
+        }
+        device = adapter.request_device_sync(required_limits=needed)
+        g = _GPUS[want] = Gpu(wgpu, adapter, device, dict(device.limits))
+    return g
+
+
+def check_available() -> None:
+    """Raise BackendUnavailable (saying how to get an adapter) unless a Vulkan adapter works."""
+    gpu()
+
+
+def describe() -> dict[str, Any]:
+    """The adapter the backend runs on: name, backend, device type, CPU flag and key limits."""
+    g = gpu()
+    info = g.adapter.info
+    kind = info.get("adapter_type", "Unknown")
+    return {
+        "adapter": info.get("device", ""),
+        "description": info.get("description", ""),
+        "vendor": info.get("vendor", ""),
+        "backend_type": info.get("backend_type", ""),
+        "device_type": kind,
+        "cpu_adapter": kind == "CPU",
+        "note": "a CPU Vulkan driver (lavapipe): correct, but slow; timings say nothing about GPUs"
+        if kind == "CPU" else "",
+        "limits": {k: int(g.limits[k]) for k in (
+            "max-storage-buffer-binding-size", "max-buffer-size", "max-compute-workgroup-storage-size",
+            "max-compute-invocations-per-workgroup", "max-compute-workgroups-per-dimension")},
+        "wgpu": g.wgpu.__version__,
+    }
+
+
+_TEMPLATE = re.compile(r"\{\{(\w+)\}\}")
+
+
+def family_source(family: str, **fill: Any) -> str:
+    """WGSL for one kernel family: common.wgsl, then the family file with {{NAME}}s filled."""
+    text = shader_source(family)
+
+    def sub(m: re.Match) -> str:
+        if m.group(1) not in fill:
+            raise KeyError(f"shader {family}.wgsl needs a value for {{{{{m.group(1)}}}}}")
+        return str(fill[m.group(1)])
+
+    return shader_source("common") + "\n" + _TEMPLATE.sub(sub, text)

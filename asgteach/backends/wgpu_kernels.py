@@ -1,0 +1,328 @@
+"""Lowering: each graph node becomes one or more GPU dispatches.
+
+A :class:`Dispatch` says which kernel (family file, entry point, filled-in WGSL), which
+64-word uniform block (shapes, strides, counts), which values sit at which binding, and
+how many workgroups to launch. Nothing here touches the GPU: the Plan turns dispatches
+into pipelines and bind groups once, at compile time.
+
+The trick that keeps the kernels few and general is *strides*. A tensor is a flat,
+row-major buffer; reading it "as if" it had another shape only changes the stride list:
+a broadcast axis has stride 0, a transposed view permutes strides, ``x[1:7:2]`` starts at
+offset 1 with stride 2. So broadcasting, transposes, slices and reductions over any axes
+are all the same few kernels with different numbers in their uniform block.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..graph import Graph, Node
+from ..ops.shape import _decode_index, _sum_to_axes
+from .wgpu_device import family_source
+from .wgpu_matmul import Tile, matmul_source
+
+__all__ = ["Dispatch", "lower", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR"]
+
+MAX_DIMS = 8
+NAN_BITS = 0x7FC00000
+WG_LINEAR = 256          # threads per workgroup of the one-thread-per-element kernels
+_MAX_GROUPS = 65535
+
+
+class UnsupportedOnGpu(ValueError):
+    """A node that the WGSL kernels cannot express (too many dims after simplification...)."""
+
+
+@dataclass
+class Dispatch:
+    """One kernel launch for one node (a node may need several, e.g. fill then scatter)."""
+
+    node: Node
+    key: tuple                 # pipeline cache key: (op, dtype, variant)
+    source: str
+    entry: str
+    params: np.ndarray         # 64 x u32 uniform words
+    binds: dict[int, int]      # binding number -> node id whose buffer goes there
+    groups: tuple[int, int, int]
+
+
+def fbits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
+
+
+def contiguous_strides(shape: tuple) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def broadcast_strides(shape: tuple, out_shape: tuple) -> list[int]:
+    """Strides to read an array of ``shape`` as if broadcast to ``out_shape`` (0 = repeated)."""
+    pad = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    st = contiguous_strides(pad)
+    return [0 if s == 1 and o != 1 else st[i] for i, (s, o) in enumerate(zip(pad, out_shape))]
+
+
+def collapse(shape: tuple, *strides: list[int]) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 axes and merge neighbours that every operand walks contiguously.
+
+    (4, 3) read with strides (3, 1) is the same walk as (12,) with stride 1; fewer axes
+    means fewer divisions per element in the kernel, and any rank fits the uniform.
+    """
+    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
+    out: list[tuple[int, list[int]]] = []
+    for d, st in dims:
+        if out:
+            pd, pst = out[-1]
+            if all(ps == s * d for ps, s in zip(pst, st)):
+                out[-1] = (pd * d, st)
+                continue
+        out.append((d, st))
+    new_shape = [d for d, _ in out]
+    return new_shape, [[st[k] for _, st in out] for k in range(len(strides))]
+
+
+def groups_for(n_groups: int) -> tuple[int, int, int]:
+    """A 2-D grid holding ``n_groups`` workgroups (each grid axis holds at most 65535)."""
+    n_groups = max(1, n_groups)
+    x = min(n_groups, _MAX_GROUPS)
+    return x, math.ceil(n_groups / x), 1
+
+
+def _params(**words: Any) -> np.ndarray:
+    p = np.zeros(64, dtype=np.uint32)
+    for k, v in words.items():
+        at = int(k[1:])
+        vals = v if isinstance(v, (list, tuple)) else [v]
+        for j, x in enumerate(vals):
+            p[at + j] = np.uint32(int(x) & 0xFFFFFFFF)
+    return p
+
+
+def _check_rank(node: Node, shape: list) -> None:
+    if len(shape) > MAX_DIMS:
+        raise UnsupportedOnGpu(
+            f"{node.op} (node #{node.id} '{node.name}') needs {len(shape)} non-mergeable axes; the WGSL kernels "
+            f"take at most {MAX_DIMS}. Reshape to fewer axes, or run it with backend='numpy'."
+        )
+
+
+# --- elementwise ---------------------------------------------------------------------------
+EW_EXPR: dict[str, str] = {
+    "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "f_pow(a, b)",
+    "maximum": "f_max(a, b)", "minimum": "f_min(a, b)",
+    "greater": "select(0.0, 1.0, a > b)", "equal": "select(0.0, 1.0, a == b)",
+    "neg": "-a", "exp": "exp(a)", "log": "f_log(a)", "sqrt": "f_sqrt(a)", "abs": "abs(a)",
+    "erf": "f_erf(a)", "tanh": "f_tanh(a)", "sigmoid": "f_sigmoid(a)", "relu": "f_relu(a)",
+    "silu": "a * f_sigmoid(a)", "leaky_relu": "select(a * attr0, a, a > 0.0)",
+    "softplus": "f_softplus(a, attr0)", "sign": "sign(a)",
+    "gelu:none": "0.5 * a * (1.0 + f_erf(a * 0.7071067811865476))",
+    "gelu:tanh": "0.5 * a * (1.0 + f_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
+}
+_FLOAT_ATTR = {"leaky_relu": "negative_slope", "softplus": "beta"}
+
+
+def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
+    ins = [g.nodes[i] for i in node.inputs]
+    out = node.shape
+    strides = [broadcast_strides(x.shape, out) for x in ins]
+    shape, sts = collapse(out, *strides)
+    _check_rank(node, shape)
+    flags = sum(1 << k for k, x in enumerate(ins) if x.shape == out)
+    words: dict[str, Any] = {"w0": node.size, "w1": len(shape), "w2": NAN_BITS, "w5": flags, "w8": shape}
+    for k, st in enumerate(sts):
+        words[f"w{16 + 8 * k}"] = st
+    if node.op == "where":
+        words["w6"] = int(ins[0].dtype == "int")
+        source, entry, variant = family_source("elementwise", OP_EXPR="a"), "main_where", ins[0].dtype
+    else:
+        name = f"gelu:{node.attrs.get('approximate', 'none')}" if node.op == "gelu" else node.op
+        if node.op in _FLOAT_ATTR:
+            words["w3"] = fbits(node.attrs[_FLOAT_ATTR[node.op]])
+        source = family_source("elementwise", OP_EXPR=EW_EXPR[name])
+        entry, variant = ("main1" if len(ins) == 1 else "main2"), name
+    binds = {1 + k: x.id for k, x in enumerate(ins)}
+    binds[4] = node.id
+    return [Dispatch(node, (node.op, "f32", variant), source, entry, _params(**words), binds,
+                     groups_for(math.ceil(node.size / WG_LINEAR)))]
+
+
+# --- reductions ----------------------------------------------------------------------------
+_REDUCE_ENTRY = {"sum": "sum", "mean": "sum", "sum_to": "sum", "max": "max", "var": "var", "argmax": "argmax"}
+
+
+def _reduce(g: Graph, node: Node) -> list[Dispatch]:
+    (x,) = (g.nodes[i] for i in node.inputs)
+    if node.op == "sum_to":
+        axes, _ = _sum_to_axes(x.shape, tuple(node.attrs["shape"]))
+    elif node.op == "argmax":
+        axes = (node.attrs["axis"],)
+    else:
+        axes = tuple(node.attrs["axis"])
+    st = contiguous_strides(x.shape)
+    oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
+                              [s for i, s in enumerate(st) if i not in axes])
+    ishape, (ist,) = collapse(tuple(x.shape[a] for a in axes), [st[a] for a in axes])
+    _check_rank(node, oshape)
+    _check_rank(node, ishape)
+    n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    scale = 1.0 / n_red if node.op in ("mean", "var") and n_red else (math.nan if node.op == "mean" else 1.0)
+    per_group = n_red >= 32 or n_out < 2048
+    entry = _REDUCE_ENTRY[node.op] + ("_wg" if per_group else "_t")
+    words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
+                    w8=oshape, w16=ost, w24=ishape, w32=ist)
+    groups = groups_for(n_out if per_group else math.ceil(n_out / WG_LINEAR))
+    return [Dispatch(node, (node.op, "f32", entry), family_source("reduce"), entry, words,
+                     {1: x.id, 2: node.id}, groups)]
+
+
+# --- copies: reshape, transpose, broadcast_to, getitem, getitem_grad, concat ---------------
+def _copy(node: Node, src: int, shape: tuple, in_st: list[int], in_base: int, out_st: list[int],
+          out_base: int, variant: str) -> Dispatch:
+    cshape, (ist, ost) = collapse(shape, in_st, out_st)
+    _check_rank(node, cshape)
+    n = int(np.prod(shape, dtype=np.int64))
+    words = _params(w0=n, w1=len(cshape), w2=in_base, w3=out_base, w8=cshape, w16=ist, w24=ost)
+    return Dispatch(node, ("copy", "u32", variant), family_source("copy"), "copy", words, {1: src, 2: node.id},
+                    groups_for(math.ceil(n / WG_LINEAR)))
+
+
+def _fill(node: Node, bits: int) -> Dispatch:
+    words = _params(w0=node.size, w4=bits)
+    return Dispatch(node, ("fill", "u32", ""), family_source("copy"), "fill", words, {2: node.id},
+                    groups_for(math.ceil(node.size / WG_LINEAR)))
+
+
+def _view(shape: tuple, index: tuple) -> tuple[tuple, list[int], int]:
+    """(shape, strides, offset), in elements, of ``x[index]`` for a row-major ``x`` of ``shape``.
+
+    numpy does the work: index a zero-memory strided array and read the view's strides
+    and data pointer back, so every rule of basic indexing (negative steps, None, ...)
+    is numpy's own.
+    """
+    st = contiguous_strides(shape)
+    fake = as_strided(np.zeros(1, dtype=np.float32), shape=shape, strides=[4 * s for s in st])
+    idx = _decode_index(index)
+    if Ellipsis not in idx:
+        idx = idx + (Ellipsis,)   # all-int indices would give a numpy scalar, not a view
+    view = fake[idx]
+    base = (view.__array_interface__["data"][0] - fake.__array_interface__["data"][0]) // 4
+    return view.shape, [s // 4 for s in view.strides], int(base)
+
+
+def _copy_family(g: Graph, node: Node) -> list[Dispatch]:
+    ins = [g.nodes[i] for i in node.inputs]
+    x = ins[0]
+    out_st = contiguous_strides(node.shape)
+    if node.op == "reshape":
+        return [_copy(node, x.id, node.shape, out_st, 0, out_st, 0, "reshape")]
+    if node.op == "transpose":
+        st = contiguous_strides(x.shape)
+        return [_copy(node, x.id, node.shape, [st[a] for a in node.attrs["axes"]], 0, out_st, 0, "transpose")]
+    if node.op == "broadcast_to":
+        return [_copy(node, x.id, node.shape, broadcast_strides(x.shape, node.shape), 0, out_st, 0, "broadcast")]
+    if node.op == "getitem":
+        shape, st, base = _view(x.shape, node.attrs["index"])
+        return [_copy(node, x.id, shape, st, base, out_st, 0, "getitem")]
+    if node.op == "getitem_grad":
+        shape, st, base = _view(tuple(node.attrs["shape"]), node.attrs["index"])
+        return [_fill(node, 0), _copy(node, x.id, shape, contiguous_strides(shape), 0, st, base, "scatter")]
+    if node.op == "concat":
+        axis, start, out = node.attrs["axis"], 0, []
+        for part in ins:
+            if part.size:
+                out.append(_copy(node, part.id, part.shape, contiguous_strides(part.shape), 0, out_st,
+                                 start * out_st[axis], "concat"))
+            start += part.shape[axis]
+        return out
+    raise AssertionError(node.op)
+
+
+# --- fused nn ops, matmul, gather --------------------------------------------------------------
+def _softmax(g: Graph, node: Node) -> list[Dispatch]:
+    (x,) = (g.nodes[i] for i in node.inputs)
+    axis = node.attrs["axis"]
+    st = contiguous_strides(x.shape)
+    oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i != axis),
+                              [s for i, s in enumerate(st) if i != axis])
+    _check_rank(node, oshape)
+    length = x.shape[axis]
+    rows = node.size // max(length, 1)
+    per_group = length >= 32 or rows < 2048
+    entry = node.op + ("_wg" if per_group else "_t")
+    words = _params(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost)
+    return [Dispatch(node, (node.op, "f32", entry), family_source("softmax"), entry, words,
+                     {1: x.id, 2: node.id}, groups_for(rows if per_group else math.ceil(rows / WG_LINEAR)))]
+
+
+def _layer_norm(g: Graph, node: Node) -> list[Dispatch]:
+    x, w, b = node.inputs
+    d = node.shape[-1]
+    rows = node.size // max(d, 1)
+    words = _params(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
+    return [Dispatch(node, ("layer_norm", "f32", ""), family_source("layer_norm"), "layer_norm", words,
+                     {1: x, 2: w, 3: b, 4: node.id}, groups_for(rows))]
+
+
+def _matmul(g: Graph, node: Node, tile: Tile) -> list[Dispatch]:
+    a, b = (g.nodes[i] for i in node.inputs)
+    a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
+    b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    sa = broadcast_strides(a2[:-2], batch)
+    sb = broadcast_strides(b2[:-2], batch)
+    sa = [s * m * k for s in sa]
+    sb = [s * k * n for s in sb]
+    bshape, (sa, sb) = collapse(batch, sa, sb)
+    if len(bshape) > 6:
+        raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {len(bshape)} batch axes; at most 6 are supported")
+    nb = int(np.prod(batch, dtype=np.int64))
+    if nb > _MAX_GROUPS:
+        raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
+    fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0
+    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w8=bshape, w16=sa, w24=sb)
+    variant = f"{tile}:{'fast' if fast else 'edge'}"
+    groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
+    return [Dispatch(node, ("matmul", "f32", variant), matmul_source(tile, fast), "matmul", words,
+                     {1: a.id, 2: b.id, 3: node.id}, groups)]
+
+
+def _gather(g: Graph, node: Node) -> list[Dispatch]:
+    ids, src = (g.nodes[i] for i in node.inputs)
+    if node.op == "embedding":
+        v, d = src.shape
+        words = _params(w0=node.size, w1=d, w2=v, w3=NAN_BITS)
+        return [Dispatch(node, ("embedding", "f32", ""), family_source("gather"), "embedding", words,
+                         {1: ids.id, 2: src.id, 3: node.id}, groups_for(math.ceil(node.size / WG_LINEAR)))]
+    v, d = node.shape[0], int(np.prod(node.shape[1:], dtype=np.int64))
+    words = _params(w0=src.size, w1=d, w2=v, w3=NAN_BITS)
+    return [_fill(node, 0), Dispatch(node, ("embedding_grad", "f32", ""), family_source("gather"),
+                                     "embedding_grad", words, {1: ids.id, 2: src.id, 4: node.id},
+                                     groups_for(math.ceil(src.size / WG_LINEAR)))]
+
+
+_FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
+    "elementwise": _elementwise, "reduce": _reduce, "copy": _copy_family, "softmax": _softmax,
+    "layer_norm": _layer_norm, "gather": _gather,
+}
+
+
+def lower(g: Graph, node: Node, family: str, tile: Tile) -> list[Dispatch]:
+    """The dispatches that compute ``node`` (an empty list for a node with no elements)."""
+    if node.size == 0:
+        return []
+    if family == "matmul":
+        return _matmul(g, node, tile)
+    fn = _FAMILIES.get(family)
+    if fn is None:
+        raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")
+    return fn(g, node)

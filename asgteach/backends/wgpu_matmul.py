@@ -1,0 +1,136 @@
+"""Builds the matmul kernel from the template in ``shaders/matmul.wgsl``.
+
+The template fixes the algorithm (tiles in shared memory, a register block per thread,
+the next tile prefetched into registers); this module picks the tile sizes and writes
+out the parts that must be unrolled — the multiply-add block and the stores — so the
+accumulators are plain variables the GPU compiler keeps in registers.
+
+Tile sizes are a choice per GPU. ``ASGTEACH_WGPU_MATMUL_TILE=BMxBNxBKxTMxTN`` overrides
+the default (bench/matmul_gpu.py measures several on a real GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from .wgpu_device import family_source
+
+__all__ = ["Tile", "DEFAULT_TILE", "tile_from_env", "matmul_source"]
+
+
+@dataclass(frozen=True)
+class Tile:
+    """BM x BN outputs per workgroup, K steps of BK, TM x TN outputs per thread."""
+
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    tm: int = 8
+    tn: int = 8
+
+    @property
+    def threads(self) -> tuple[int, int]:
+        return self.bn // self.tn, self.bm // self.tm
+
+    def check(self) -> None:
+        tx, ty = self.threads
+        t = tx * ty
+        ok = (self.tm % 4 == 0 and self.tn % 4 == 0 and self.bk % 4 == 0 and self.bm % self.tm == 0
+              and self.bn % self.tn == 0 and t <= 256 and (self.bm * self.bk // 4) % t == 0
+              and (self.bn * self.bk // 4) % t == 0)
+        if not ok:
+            raise ValueError(f"matmul tile {self} is not usable (TM, TN, BK multiples of 4; <= 256 threads; "
+                             "tiles divisible among the threads)")
+
+    def __str__(self) -> str:
+        return f"{self.bm}x{self.bn}x{self.bk}x{self.tm}x{self.tn}"
+
+
+DEFAULT_TILE = Tile(128, 128, 8, 8, 8)
+
+
+def tile_from_env() -> Tile:
+    text = os.environ.get("ASGTEACH_WGPU_MATMUL_TILE", "").strip()
+    if not text:
+        return DEFAULT_TILE
+    tile = Tile(*(int(v) for v in text.lower().split("x")))
+    tile.check()
+    return tile
+
+
+def matmul_source(tile: Tile, fast: bool) -> str:
+    """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes."""
+    tile.check()
+    tx, ty = tile.threads
+    t = tx * ty
+    bm4, bn4 = tile.bm // 4, tile.bn // 4
+    gm, gn = tile.tm // 4, tile.tn // 4
+    xyzw = "xyzw"
+    bk4 = tile.bk // 4
+    if fast:
+        la, lb, elem = tile.bm * tile.bk // 4 // t, tile.bk * tile.bn // 4 // t, "vec4<f32>"
+
+        def load(k0: str) -> str:
+            lines = []
+            for i in range(la):
+                lines.append(f"{{ let idx = tid + {i}u * T; let r = idx / {bk4}u; let q = idx % {bk4}u; "
+                             f"ra[{i}] = A[(a_off + (row0 + r) * K + {k0}) / 4u + q]; }}")
+            for i in range(lb):
+                lines.append(f"{{ let idx = tid + {i}u * T; let k = idx / {bn4}u; let q = idx % {bn4}u; "
+                             f"rb[{i}] = B[(b_off + ({k0} + k) * N + col0) / 4u + q]; }}")
+            return "\n        ".join(lines)
+
+        store_sh = []
+        for i in range(la):
+            comps = " ".join(f"As[(q * 4u + {j}u) * {bm4}u + r / 4u][r % 4u] = ra[{i}].{xyzw[j]};" for j in range(4))
+            store_sh.append(f"{{ let idx = tid + {i}u * T; let r = idx / {bk4}u; let q = idx % {bk4}u; "
+                            f"{comps} }}")
+        for i in range(lb):
+            store_sh.append(f"{{ let idx = tid + {i}u * T; Bs[idx] = rb[{i}]; }}")
+        store_c = []
+        for r in range(tile.tm):
+            row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
+            for h in range(gn):
+                store_c.append(f"    C[(c_off + ({row}) * N + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h};")
+    else:
+        la, lb, elem = tile.bm * tile.bk // t, tile.bk * tile.bn // t, "f32"
+
+        def load(k0: str) -> str:
+            lines = []
+            for i in range(la):
+                lines.append(f"{{ let idx = tid + {i}u * T; let r = row0 + idx / BK; let k = {k0} + idx % BK; "
+                             f"var v = 0.0; if (r < M && k < K) {{ v = A[a_off + r * K + k]; }} ra[{i}] = v; }}")
+            for i in range(lb):
+                lines.append(f"{{ let idx = tid + {i}u * T; let k = {k0} + idx / BN; let c = col0 + idx % BN; "
+                             f"var v = 0.0; if (k < K && c < N) {{ v = B[b_off + k * N + c]; }} rb[{i}] = v; }}")
+            return "\n        ".join(lines)
+
+        store_sh = []
+        for i in range(la):
+            store_sh.append(f"{{ let idx = tid + {i}u * T; let r = idx / BK; let k = idx % BK; "
+                            f"As[k * {bm4}u + r / 4u][r % 4u] = ra[{i}]; }}")
+        for i in range(lb):
+            store_sh.append(f"{{ let idx = tid + {i}u * T; let k = idx / BN; let n = idx % BN; "
+                            f"Bs[k * {bn4}u + n / 4u][n % 4u] = rb[{i}]; }}")
+        store_c = []
+        for r in range(tile.tm):
+            store_c.append(f"    {{ let row = row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u; if (row < M) {{")
+            for h in range(gn):
+                for j in range(4):
+                    store_c.append(f"        {{ let col = col0 + ({h * tx}u + tx) * 4u + {j}u; "
+                                   f"if (col < N) {{ C[c_off + row * N + col] = acc_{r}_{h}.{xyzw[j]}; }} }}")
+            store_c.append("    } }")
+    compute = [f"            let a{g} = As[kk * {bm4}u + {g * ty}u + ty];" for g in range(gm)]
+    compute += [f"            let b{h} = Bs[kk * {bn4}u + {h * tx}u + tx];" for h in range(gn)]
+    for r in range(tile.tm):
+        for h in range(gn):
+            compute.append(f"            acc_{r}_{h} = fma(vec4<f32>(a{r // 4}.{xyzw[r % 4]}), b{h}, acc_{r}_{h});")
+    decl = "\n".join(f"    var acc_{r}_{h} = vec4<f32>(0.0);" for r in range(tile.tm) for h in range(gn))
+    return family_source(
+        "matmul", BM=tile.bm, BN=tile.bn, BK=tile.bk, TX=tx, TY=ty, LA=la, LB=lb, ELEM=elem,
+        AS_LEN=tile.bk * bm4, BS_LEN=tile.bk * bn4, ACC_DECL=decl,
+        LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
+        LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
+        COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),
+    )

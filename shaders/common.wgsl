@@ -1,0 +1,17 @@
+// common.wgsl — prepended to every kernel family by the wgpu backend.
+//
+// Every dispatch gets one small uniform block of 64 u32 words (256 bytes, the largest
+// uniform-offset alignment GPUs ask for). Shapes, strides, element counts and float
+// attributes live there, so ONE compiled pipeline serves every shape: broadcasting is a
+// stride of 0, a transpose is a permuted stride list, a slice is a base offset plus
+// scaled strides. Floats are stored as their bit patterns (bitcast).
+
+struct Params { d: array<vec4<u32>, 16> }
+@group(0) @binding(0) var<uniform> P: Params;
+
+fn pu(i: u32) -> u32 { return P.d[i >> 2u][i & 3u]; }
+fn pf(i: u32) -> f32 { return bitcast<f32>(pu(i)); }
+
+// Workgroups are laid out on a 2-D grid (a grid dimension holds at most 65535 groups);
+// this turns (x, y) back into one running number.
+fn group_index(wid: vec3<u32>, nwg: vec3<u32>) -> u32 { return wid.x + wid.y * nwg.x; }

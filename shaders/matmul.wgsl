@@ -1,0 +1,85 @@
+// matmul.wgsl — C = A @ B, batched with broadcast batch axes: a tiled, register-blocked,
+// vec4 kernel (template: the backend fills in the {{...}} parts).
+//
+// Each workgroup computes a BM x BN tile of C. It walks K in steps of BK: the threads
+// copy an A tile (BM x BK, stored k-major so a thread reads 4 consecutive rows as one
+// vec4) and a B tile (BK x BN) into shared memory, then every thread multiplies the
+// tile into TM x TN accumulators held in registers. A thread owns rows spread in groups
+// of 4 (ty*4.., then +TY*4 ..) and columns likewise, so neighbouring threads read
+// neighbouring vec4s of shared memory. While it multiplies one tile, a thread already
+// holds the next tile's values in registers (loaded before the multiply), which hides
+// global-memory latency. The multiply-add block is unrolled by the backend so the
+// accumulators stay in registers.
+//
+// Two variants: "fast" needs M % BM == N % BN == K % BK == 0 and reads/writes vec4s;
+// "edge" handles every size (1-D operands too) with bounds-checked scalar loads that
+// pad with zeros and bounds-checked stores.
+// Uniform words: 0 M  1 N  2 K  3 batch ndim  8..13 batch shape  16..21 A batch strides
+//   24..29 B batch strides (0 where that operand's batch axis is broadcast)
+
+const BM: u32 = {{BM}}u;
+const BN: u32 = {{BN}}u;
+const BK: u32 = {{BK}}u;
+const TX: u32 = {{TX}}u;           // threads along N  (= BN / TN)
+const TY: u32 = {{TY}}u;           // threads along M  (= BM / TM)
+const T: u32 = TX * TY;
+const LA: u32 = {{LA}}u;           // A-tile loads per thread
+const LB: u32 = {{LB}}u;           // B-tile loads per thread
+
+@group(0) @binding(1) var<storage, read> A: array<{{ELEM}}>;
+@group(0) @binding(2) var<storage, read> B: array<{{ELEM}}>;
+@group(0) @binding(3) var<storage, read_write> C: array<{{ELEM}}>;
+
+var<workgroup> As: array<vec4<f32>, {{AS_LEN}}>;   // [k][m / 4]
+var<workgroup> Bs: array<vec4<f32>, {{BS_LEN}}>;   // [k][n / 4]
+
+fn batch_offsets(z: u32) -> vec2<u32> {
+    var rest = z;
+    var oa = 0u;
+    var ob = 0u;
+    let nd = pu(3u);
+    for (var k = 0u; k < nd; k++) {
+        let d = nd - 1u - k;
+        let i = rest % pu(8u + d);
+        rest = rest / pu(8u + d);
+        oa += i * pu(16u + d);
+        ob += i * pu(24u + d);
+    }
+    return vec2<u32>(oa, ob);
+}
+
+@compute @workgroup_size({{TX}}, {{TY}})
+fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let M = pu(0u);
+    let N = pu(1u);
+    let K = pu(2u);
+    let tx = lid.x;
+    let ty = lid.y;
+    let tid = ty * TX + tx;
+    let row0 = wid.y * BM;
+    let col0 = wid.x * BN;
+    let offs = batch_offsets(wid.z);
+    let a_off = offs.x;
+    let b_off = offs.y;
+    let c_off = wid.z * M * N;
+
+{{ACC_DECL}}
+    var ra: array<{{ELEM}}, LA>;
+    var rb: array<{{ELEM}}, LB>;
+    let ntiles = (K + BK - 1u) / BK;
+
+    {{LOAD_GLOBAL}}
+    for (var t = 0u; t < ntiles; t++) {
+        {{STORE_SHARED}}
+        workgroupBarrier();
+        if (t + 1u < ntiles) {
+            let k0 = (t + 1u) * BK;
+            {{LOAD_NEXT}}
+        }
+        for (var kk = 0u; kk < BK; kk++) {
+{{COMPUTE}}
+        }
+        workgroupBarrier();
+    }
+{{STORE_C}}
+}

@@ -1,0 +1,178 @@
+// reduce.wgsl — sum, mean, max, var, argmax over any set of axes, and sum_to.
+//
+// The input's axes are split in two: "outer" axes survive (one output element per outer
+// index, numbered row-major, so keepdims changes nothing in memory) and "inner" axes are
+// reduced. Each side has its own shape and strides in the uniform, so reducing axis 0,
+// the last axis or axes (0, 2) is the same kernel. sum_to (the un-broadcast of a
+// gradient) is a sum over the axes broadcasting created.
+//
+// Two layouts: *_wg gives each output element a workgroup of 256 threads that stride
+// over the reduced elements and combine in shared memory (a tree: also more accurate
+// than one long running sum); *_t gives each output one thread (short reductions).
+// Uniform words: 0 n_out  1 n_red  2 outer ndim  3 inner ndim  4 scale (mean: 1/n)
+//   5 NaN bits  8..15 outer shape  16..23 outer strides  24..31 inner shape  32..39 inner strides
+
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<u32>;
+
+const WG: u32 = 256u;
+var<workgroup> sv: array<f32, 256>;
+var<workgroup> si: array<u32, 256>;
+
+fn walk(i: u32, nd: u32, shape_at: u32, stride_at: u32) -> u32 {
+    var rest = i;
+    var off = 0u;
+    for (var k = 0u; k < nd; k++) {
+        let d = nd - 1u - k;
+        let size = pu(shape_at + d);
+        off += (rest % size) * pu(stride_at + d);
+        rest = rest / size;
+    }
+    return off;
+}
+fn outer_off(o: u32) -> u32 { return walk(o, pu(2u), 8u, 16u); }
+fn inner_off(r: u32) -> u32 { return walk(r, pu(3u), 24u, 32u); }
+
+fn max_nan(m: f32, v: f32) -> f32 {
+    // numpy's max propagates NaN; WGSL's max() may drop it
+    if (m != m) { return m; }
+    if (v != v) { return v; }
+    return max(m, v);
+}
+
+// (v, i) beats (m, j)? Larger wins, ties go to the first index, NaN counts as largest.
+fn beats(v: f32, i: u32, m: f32, j: u32) -> bool {
+    if (v != v) { return m == m || i < j; }
+    if (m != m) { return false; }
+    return v > m || (v == m && i < j);
+}
+
+fn wg_sum(li: u32, v: f32) -> f32 {
+    sv[li] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (li < s) { sv[li] += sv[li + s]; }
+        workgroupBarrier();
+    }
+    let r = sv[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(256)
+fn sum_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg);
+    if (o >= pu(0u)) { return; }   // uniform per workgroup: safe before barriers
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = li; r < pu(1u); r += WG) { acc += x[base + inner_off(r)]; }
+    let total = wg_sum(li, acc);
+    if (li == 0u) { out[o] = bitcast<u32>(total * pf(4u)); }
+}
+
+@compute @workgroup_size(256)
+fn sum_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = 0u; r < pu(1u); r++) { acc += x[base + inner_off(r)]; }
+    out[o] = bitcast<u32>(acc * pf(4u));
+}
+
+@compute @workgroup_size(256)
+fn var_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    // two passes (mean first, then squared deviations): no catastrophic cancellation
+    let o = group_index(wid, nwg);
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = li; r < pu(1u); r += WG) { acc += x[base + inner_off(r)]; }
+    let mu = wg_sum(li, acc) * pf(4u);
+    var acc2 = 0.0;
+    for (var r = li; r < pu(1u); r += WG) { let d = x[base + inner_off(r)] - mu; acc2 += d * d; }
+    let v = wg_sum(li, acc2) * pf(4u);
+    if (li == 0u) { out[o] = bitcast<u32>(v); }
+}
+
+@compute @workgroup_size(256)
+fn var_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = 0u; r < pu(1u); r++) { acc += x[base + inner_off(r)]; }
+    let mu = acc * pf(4u);
+    var acc2 = 0.0;
+    for (var r = 0u; r < pu(1u); r++) { let d = x[base + inner_off(r)] - mu; acc2 += d * d; }
+    out[o] = bitcast<u32>(acc2 * pf(4u));
+}
+
+@compute @workgroup_size(256)
+fn max_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg);
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var m = -bitcast<f32>(0x7f800000u);
+    for (var r = li; r < pu(1u); r += WG) { m = max_nan(m, x[base + inner_off(r)]); }
+    sv[li] = m;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (li < s) { sv[li] = max_nan(sv[li], sv[li + s]); }
+        workgroupBarrier();
+    }
+    if (li == 0u) { out[o] = bitcast<u32>(sv[0]); }
+}
+
+@compute @workgroup_size(256)
+fn max_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+         @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var m = -bitcast<f32>(0x7f800000u);
+    for (var r = 0u; r < pu(1u); r++) { m = max_nan(m, x[base + inner_off(r)]); }
+    out[o] = bitcast<u32>(m);
+}
+
+@compute @workgroup_size(256)
+fn argmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg);
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var m = -bitcast<f32>(0x7f800000u);
+    var mi = 0xffffffffu;
+    for (var r = li; r < pu(1u); r += WG) {
+        let v = x[base + inner_off(r)];
+        if (beats(v, r, m, mi)) { m = v; mi = r; }
+    }
+    sv[li] = m;
+    si[li] = mi;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (li < s && beats(sv[li + s], si[li + s], sv[li], si[li])) { sv[li] = sv[li + s]; si[li] = si[li + s]; }
+        workgroupBarrier();
+    }
+    if (li == 0u) { out[o] = si[0]; }
+}
+
+@compute @workgroup_size(256)
+fn argmax_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    let base = outer_off(o);
+    var m = -bitcast<f32>(0x7f800000u);
+    var mi = 0xffffffffu;
+    for (var r = 0u; r < pu(1u); r++) {
+        let v = x[base + inner_off(r)];
+        if (beats(v, r, m, mi)) { m = v; mi = r; }
+    }
+    out[o] = mi;
+}

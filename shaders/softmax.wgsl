@@ -1,0 +1,90 @@
+// softmax.wgsl — softmax and log_softmax along any axis.
+//
+// A "row" is the 1-D line along the softmax axis: L elements S apart. The other axes
+// number the rows (outer shape and strides, as in reduce.wgsl), so axis=-1, axis=0 or
+// a middle axis are the same kernel. Three passes over a row: the max (so exp never
+// overflows: the largest term is e^0 = 1), the sum of exp(x - max), then the output.
+// *_wg: a workgroup per row; *_t: a thread per row (short rows).
+// Uniform words: 0 n_rows  1 L  2 S  3 outer ndim  8..15 outer shape  16..23 outer strides
+
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+const WG: u32 = 256u;
+var<workgroup> sv: array<f32, 256>;
+
+fn row_base(o: u32) -> u32 {
+    var rest = o;
+    var off = 0u;
+    let nd = pu(3u);
+    for (var k = 0u; k < nd; k++) {
+        let d = nd - 1u - k;
+        let size = pu(8u + d);
+        off += (rest % size) * pu(16u + d);
+        rest = rest / size;
+    }
+    return off;
+}
+
+fn wg_combine(li: u32, v: f32, is_max: bool) -> f32 {
+    sv[li] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
+        if (li < s) { sv[li] = select(sv[li] + sv[li + s], max(sv[li], sv[li + s]), is_max); }
+        workgroupBarrier();
+    }
+    let r = sv[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn softmax_wg_impl(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_log: bool) {
+    let o = group_index(wid, nwg);
+    if (o >= pu(0u)) { return; }
+    let base = row_base(o);
+    let L = pu(1u);
+    let S = pu(2u);
+    var m = -bitcast<f32>(0x7f800000u);
+    for (var r = li; r < L; r += WG) { m = max(m, x[base + r * S]); }
+    m = wg_combine(li, m, true);
+    var s = 0.0;
+    for (var r = li; r < L; r += WG) { s += exp(x[base + r * S] - m); }
+    s = wg_combine(li, s, false);
+    let inv = 1.0 / s;
+    let ls = log(s);
+    for (var r = li; r < L; r += WG) {
+        let z = x[base + r * S] - m;
+        y[base + r * S] = select(exp(z) * inv, z - ls, want_log);
+    }
+}
+
+fn softmax_t_impl(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_log: bool) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    let base = row_base(o);
+    let L = pu(1u);
+    let S = pu(2u);
+    var m = -bitcast<f32>(0x7f800000u);
+    for (var r = 0u; r < L; r++) { m = max(m, x[base + r * S]); }
+    var s = 0.0;
+    for (var r = 0u; r < L; r++) { s += exp(x[base + r * S] - m); }
+    let inv = 1.0 / s;
+    let ls = log(s);
+    for (var r = 0u; r < L; r++) {
+        let z = x[base + r * S] - m;
+        y[base + r * S] = select(exp(z) * inv, z - ls, want_log);
+    }
+}
+
+@compute @workgroup_size(256)
+fn softmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) li: u32) { softmax_wg_impl(wid, nwg, li, false); }
+@compute @workgroup_size(256)
+fn log_softmax_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) li: u32) { softmax_wg_impl(wid, nwg, li, true); }
+@compute @workgroup_size(256)
+fn softmax_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) li: u32) { softmax_t_impl(wid, nwg, li, false); }
+@compute @workgroup_size(256)
+fn log_softmax_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) li: u32) { softmax_t_impl(wid, nwg, li, true); }
