@@ -60,7 +60,9 @@ def broadcast_shapes(op: str, *shapes: Shape, source: str = "") -> Shape:
     return tuple(out)
 
 
-def normalize_axes(op: str, axis: int | Iterable[int] | None, ndim: int, source: str = "", shape: Shape = ()) -> tuple[int, ...]:
+def normalize_axes(
+    op: str, axis: int | Iterable[int] | None, ndim: int, source: str = "", shape: Shape = ()
+) -> tuple[int, ...]:
     """Turn ``axis`` (None, an int or a sequence, negatives allowed) into sorted non-negative axes."""
     if axis is None:
         return tuple(range(ndim))

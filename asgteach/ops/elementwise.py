@@ -44,7 +44,9 @@ def _binary_infer(a: tuple, b: tuple, **_: Any) -> tuple:
     return broadcast_shapes("?", a, b)
 
 
-def _binary(name: str, category: str, kernel: Callable, vjp: Callable, jvp: Callable | None, doc: str, **kw: Any) -> None:
+def _binary(
+    name: str, category: str, kernel: Callable, vjp: Callable, jvp: Callable | None, doc: str, **kw: Any
+) -> None:
     register(OpSpec(name, category, 2, _binary_infer, kernel, vjp=vjp, jvp=jvp, doc=doc, wgsl="elementwise", **kw))
 
 
