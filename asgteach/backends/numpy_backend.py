@@ -137,10 +137,28 @@ class Plan:
                 self.leaves.append(node)
         self._const_cache: dict[Any, list[tuple[int, np.ndarray]]] = {}
         self._out_slots = [self.slot[i] for i in self.outputs]
-        #: step index -> position of the input whose buffer the step may overwrite
-        self.inplace: dict[int, int] = _plan_inplace(self.steps, graph, self.slot, self._out_slots)
-        self.source, self._program = _generate(self.steps, self.inplace, self.leaves + self.constants,
-                                               self.slot, self._out_slots)
+        # Constant folding: a step that reads only constants (or folded values) computes the same
+        # thing on every run — e.g. the seed chain of a backward pass, neg(1) / 64 broadcast to
+        # (64, 10). It runs once per precision, with the constants, and is then one of them.
+        const_slots = {self.slot[n.id] for n in self.constants}
+        self._folded_steps: list[Step] = []
+        self._live_steps: list[Step] = []
+        out_set = set(self._out_slots)
+        for step in self.steps:
+            # (an output is left live: the caller gets a fresh array it may modify)
+            if step.out not in out_set and all(a in const_slots for a in step.args):
+                const_slots.add(step.out)
+                self._folded_steps.append(step)
+            else:
+                self._live_steps.append(step)
+        #: node ids computed once per precision at the first run, not on every run
+        self.folded: list[int] = [st.node.id for st in self._folded_steps]
+        #: node id -> position of the input whose (dead, run-owned) buffer the step writes into
+        self.inplace: dict[int, int] = _plan_inplace(self._live_steps, graph, self.slot, self._out_slots)
+        preloaded = sorted({a for st in self._live_steps for a in st.args if a in const_slots}
+                           | {self.slot[n.id] for n in self.leaves} | (out_set & const_slots))
+        #: the Python source of the generated program (see ``_generate``)
+        self.source, self._program = _generate(self._live_steps, self.inplace, preloaded, self._out_slots)
         # For the short feed path: which slot each feed key fills, and what each leaf expects.
         self._key_slots: dict[int, tuple[Any, int]] = {}   # id(key) -> (key, slot or -1)
         self._leaf_spec = {self.slot[n.id]: (n.shape, n.dtype == "float") for n in self.leaves}
@@ -214,14 +232,25 @@ class Plan:
         return env, run_dtype
 
     def _constants_for(self, dtype: np.dtype) -> list[tuple[int, np.ndarray]]:
+        """(slot, value) of every constant in ``dtype``, and of every folded step (computed here, once)."""
         cached = self._const_cache.get(dtype)
         if cached is None:
             cached = []
+            values: dict[int, Any] = {}
             for node in self.constants:
                 v = self.graph.constants[node.id]
                 if v.dtype.kind == "f":
                     v = v.astype(dtype)
-                cached.append((self.slot[node.id], v))
+                values[self.slot[node.id]] = v
+            for step in self._folded_steps:
+                try:
+                    with np.errstate(all="ignore"):
+                        values[step.out] = step.kernel(*[values[a] for a in step.args])
+                except (NumericsError, KernelError):
+                    raise
+                except Exception as e:
+                    raise self._kernel_error(step, e) from e
+            cached = list(values.items())
             self._const_cache[dtype] = cached
         return cached
 
@@ -317,29 +346,32 @@ class Plan:
 
     def _execute(self, env: list[Any], watch: Callable[[Step, list[Any]], None] | None = None) -> list[Any]:
         """Run every step; return the outputs. With ``watch``: one step at a time, nothing overwritten."""
-        k = 0
+        step = self.steps[0] if self.steps else None
         try:
             with np.errstate(all="ignore"):
                 if watch is None:
                     return self._program(env)
-                for k, step in enumerate(self.steps):
+                for step in self.steps:
                     env[step.out] = step.kernel(*[env[a] for a in step.args])
                     watch(step, env)
                 return [env[s] for s in self._out_slots]
         except _StepFailed as failed:  # from the generated program: which step, and what it raised
-            k, error = failed.step, failed.__cause__
+            step, error = self._live_steps[failed.step], failed.__cause__
         except (NumericsError, KernelError, _Stop):
             raise
         except Exception as e:
-            k, error = k, e
+            error = e
         if isinstance(error, (NumericsError, KernelError)):
             raise error  # already explained by the kernel (outside the except: no chained context)
-        node = self.steps[k].node
+        raise self._kernel_error(step, error) from error
+
+    def _kernel_error(self, step: Step, error: BaseException) -> KernelError:
+        node = step.node
         shapes = ", ".join(str(self.graph.nodes[i].shape) for i in node.inputs)
-        raise KernelError(
+        return KernelError(
             f"{node.op} (node #{node.id} '{node.name}', inputs {shapes}) failed while running: {error}\n"
             f"  created at {_where(node)}"
-        ) from error
+        )
 
     def _nan_found(self, feeds: Mapping[Any, Any], dtype: Any, on_nan: str) -> None:
         """Re-run step by step to find the first NaN, and explain it."""
@@ -400,16 +432,14 @@ class _StepFailed(Exception):
 def _has_nan(outs: Sequence[Any]) -> bool:
     """Whether any float output holds a NaN.
 
-    ``x . x`` (a BLAS dot product, one pass, no temporary) is NaN exactly when some element
-    is NaN: squares are never negative, so inf - inf cannot happen and overflow only gives
-    inf. A hit is confirmed element by element.
+    One reduction per output, no temporary: ``min`` propagates NaN (and, unlike a sum,
+    cannot make one from inf - inf). A hit is confirmed element by element.
     """
     for o in outs:
-        if o.dtype.kind != "f":
-            continue
-        flat = o.reshape(-1)
-        if np.isnan(np.dot(flat, flat)) and np.isnan(o).any():
-            return True
+        if o.dtype.kind == "f" and o.size:
+            m = np.minimum.reduce(o, axis=None)
+            if m != m and np.isnan(o).any():  # NaN is the one value not equal to itself
+                return True
     return False
 
 
@@ -425,7 +455,7 @@ def _is_elementwise_kernel(step: Step) -> bool:
 
 
 def _plan_inplace(steps: list[Step], graph: Graph, slot: dict[int, int], out_slots: list[int]) -> dict[int, int]:
-    """Which steps may write their result into one of their inputs' buffers (step -> input position).
+    """Which steps may write their result into one of their inputs' buffers (node id -> input position).
 
     A buffer may be overwritten at step k only if
       * it was allocated by this run: the value came from a ufunc kernel, which always returns
@@ -457,7 +487,7 @@ def _plan_inplace(steps: list[Step], graph: Graph, slot: dict[int, int], out_slo
                     target = pos
                     break
         if target is not None:  # the ufunc returns its out= array: the very same buffer
-            plan[k] = target
+            plan[step.node.id] = target
             roots[step.out] = roots[step.args[target]]
             buffers.add(step.out)
         elif _is_ufunc_kernel(step) and shape[step.out] != ():
@@ -470,7 +500,7 @@ def _plan_inplace(steps: list[Step], graph: Graph, slot: dict[int, int], out_slo
     return plan
 
 
-def _generate(steps: list[Step], inplace: dict[int, int], leaves: list[Node], slot: dict[int, int],
+def _generate(steps: list[Step], inplace: dict[int, int], preloaded: list[int],
               out_slots: list[int]) -> tuple[str, Callable[[list[Any]], list[Any]]]:
     """Write the plan out as one straight-line Python function, and compile it.
 
@@ -480,14 +510,14 @@ def _generate(steps: list[Step], inplace: dict[int, int], leaves: list[Node], sl
     each value at its last use, exactly as the liveness plan says.
     """
     lines = ["def program(env):", "    k = -1", "    try:"]
-    for n in leaves:
-        lines.append(f"        v{slot[n.id]} = env[{slot[n.id]}]")
+    for s in preloaded:  # fed leaves, constants and folded values
+        lines.append(f"        v{s} = env[{s}]")
     names: dict[str, Any] = {"_StepFailed": _StepFailed}
     for k, step in enumerate(steps):
         names[f"k{k}"] = step.kernel
         args = ", ".join(f"v{a}" for a in step.args)
-        if k in inplace:
-            args += f", out=v{step.args[inplace[k]]}"
+        if step.node.id in inplace:
+            args += f", out=v{step.args[inplace[step.node.id]]}"
         lines.append(f"        k = {k}; v{step.out} = k{k}({args})  # #{step.node.id} {step.node.op}")
         if step.free:
             lines.append("        del " + ", ".join(f"v{f}" for f in step.free))

@@ -35,7 +35,7 @@ def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    "reshape", "shape", 1, _reshape_infer, lambda x, shape=(): np.reshape(x, shape), input_kinds="any",
+    "reshape", "shape", 1, _reshape_infer, lambda x, shape=(): x.reshape(shape), input_kinds="any",
     out_kind="same",
     vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
@@ -74,7 +74,7 @@ def _transpose_vjp(c: VjpContext, g: Tensor):
 
 
 register(OpSpec(
-    "transpose", "linalg", 1, _transpose_infer, lambda x, axes=(): np.transpose(x, axes), vjp=_transpose_vjp,
+    "transpose", "linalg", 1, _transpose_infer, lambda x, axes=(): x.transpose(axes), vjp=_transpose_vjp,
     input_kinds="any", out_kind="same",
     jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
     attrs={"axes": ()}, wgsl="copy", doc="permute axes (default: reverse them, like x.T)",
@@ -124,6 +124,8 @@ def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
 
 def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
     axes, lead = _sum_to_axes(x.shape, tuple(shape))
+    if axes and len(axes) == lead:  # only leading axes (a bias gradient): no size-1 axes to keep
+        return np.asarray(np.add.reduce(x, axis=axes), dtype=x.dtype)
     out = np.add.reduce(x, axis=axes, keepdims=True) if axes else x  # = np.sum, minus its wrapper
     return np.asarray(out.reshape(out.shape[lead:]), dtype=x.dtype)
 
