@@ -225,3 +225,47 @@ def test_get_backend_and_available() -> None:
     assert info["numpy"]["available"] is True
     with pytest.raises(ValueError, match="nothing to run"):
         at.run([], {})
+
+
+def test_outputs_cannot_corrupt_later_runs() -> None:
+    """A constant output is the plan's cached array: it must be read-only, not silently shared."""
+    with at.Graph():
+        x = at.input("x", (3,))
+        c = at.constant(np.ones(3))
+        r = at.reshape(c, (3, 1))
+        y = x + c
+    for dt in (np.float64, np.float32):
+        out_c, out_r, out_y = at.run([c, r, y], {x: np.zeros(3, dt)})
+        for out in (out_c, out_r):
+            try:
+                out += 5.0
+            except ValueError:
+                pass  # read-only: the safe answer
+        again = at.run([c, r, y], {x: np.zeros(3, dt)})
+        np.testing.assert_array_equal(again[0], np.ones(3))
+        np.testing.assert_array_equal(again[1], np.ones((3, 1)))
+        np.testing.assert_array_equal(again[2], np.ones(3))
+
+
+def test_views_of_values_reused_in_place_stay_right() -> None:
+    """Outputs that are views (reshape, getitem, transpose, broadcast_to) of a buffer a later
+    step could overwrite in place must keep their values."""
+    X = np.array([[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]])
+    builds = [
+        lambda x: [at.reshape(at.exp(x), (3, 2)), at.tanh(at.exp(x)) * 2.0],
+        lambda x: [at.exp(x)[0], at.tanh(at.exp(x)) * 2.0],
+        lambda x: [(a := at.exp(x))[:, 1:] * 2.0, at.tanh(a) * 3.0],
+        lambda x: [at.transpose(a := at.exp(x)), at.tanh(a) + 1.0],
+        lambda x: [at.broadcast_to(a := at.exp(x[0]), (2, 3)), at.tanh(a) * 2.0],
+        lambda x: [at.reshape(x, (6,)) * 2.0, at.transpose(x) + 1.0],
+    ]
+    for build in builds:
+        with at.Graph():
+            x = at.input("x", (2, 3))
+            outs = build(x)
+        feed = X.copy()
+        together = at.run(outs, {x: feed})
+        alone = [at.run(o, {x: feed}) for o in outs]
+        for a, b in zip(together, alone):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(feed, X)

@@ -251,6 +251,9 @@ class Plan:
                 except Exception as e:
                     raise self._kernel_error(step, e) from e
             cached = list(values.items())
+            for _, v in cached:  # shared by every run, and returned when an output is constant:
+                if isinstance(v, np.ndarray):  # read-only, so a caller's `out += 1` cannot change later runs
+                    v.setflags(write=False)
             self._const_cache[dtype] = cached
         return cached
 
