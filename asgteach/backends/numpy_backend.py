@@ -276,8 +276,10 @@ class Plan:
             all_feeds = {**(feeds or {}), **(params or {})}
             env, _ = self._prepare(all_feeds, dtype)
             self._learn_keys(all_feeds)
-        outs = self._execute(env)
-        if on_nan != "ignore" and _has_nan(outs):
+        with np.errstate(all="ignore"):  # inf and NaN are values here; NaNs are explained below
+            outs = self._execute(env)
+            nan = on_nan != "ignore" and _has_nan(outs)
+        if nan:
             if all_feeds is None:
                 all_feeds = {**(feeds or {}), **(params or {})}
             self._nan_found(all_feeds, dtype, on_nan)
@@ -348,16 +350,18 @@ class Plan:
         return env
 
     def _execute(self, env: list[Any], watch: Callable[[Step, list[Any]], None] | None = None) -> list[Any]:
-        """Run every step; return the outputs. With ``watch``: one step at a time, nothing overwritten."""
+        """Run every step; return the outputs. With ``watch``: one step at a time, nothing overwritten.
+
+        Callers run this under ``np.errstate(all="ignore")``.
+        """
         step = self.steps[0] if self.steps else None
         try:
-            with np.errstate(all="ignore"):
-                if watch is None:
-                    return self._program(env)
-                for step in self.steps:
-                    env[step.out] = step.kernel(*[env[a] for a in step.args])
-                    watch(step, env)
-                return [env[s] for s in self._out_slots]
+            if watch is None:
+                return self._program(env)
+            for step in self.steps:
+                env[step.out] = step.kernel(*[env[a] for a in step.args])
+                watch(step, env)
+            return [env[s] for s in self._out_slots]
         except _StepFailed as failed:  # from the generated program: which step, and what it raised
             step, error = self._live_steps[failed.step], failed.__cause__
         except (NumericsError, KernelError, _Stop):
@@ -415,7 +419,8 @@ class Plan:
             raise _Stop
 
         try:
-            self._execute(env, watch)
+            with np.errstate(all="ignore"):
+                self._execute(env, watch)
         except _Stop:
             pass
 
@@ -435,14 +440,24 @@ class _StepFailed(Exception):
 def _has_nan(outs: Sequence[Any]) -> bool:
     """Whether any float output holds a NaN.
 
-    One reduction per output, no temporary: ``min`` propagates NaN (and, unlike a sum,
-    cannot make one from inf - inf). A hit is confirmed element by element.
+    One reduction per output, no temporary, and it cannot invent a NaN (a sum could, from
+    inf - inf): ``min`` propagates NaN; so does the dot product ``x . x`` (squares are never
+    negative, overflow gives inf), which BLAS does faster on small arrays. NaN is the one
+    value not equal to itself. A hit is confirmed element by element. (Call under errstate:
+    the dot product may overflow, harmlessly.)
     """
     for o in outs:
-        if o.dtype.kind == "f" and o.size:
-            m = np.minimum.reduce(o, axis=None)
-            if m != m and np.isnan(o).any():  # NaN is the one value not equal to itself
-                return True
+        if o.dtype.kind != "f":
+            continue
+        if o.ndim == 0:
+            r = o
+        elif o.size > 16384:
+            r = np.minimum.reduce(o, axis=None)
+        else:
+            flat = o.reshape(-1)
+            r = flat.dot(flat)
+        if r != r and np.isnan(o).any():
+            return True
     return False
 
 

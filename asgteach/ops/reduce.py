@@ -95,7 +95,8 @@ def _mean_kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.
     total = np.add.reduce(x, axis=axis, keepdims=keepdims)
     if isinstance(total, np.ndarray):
         return np.true_divide(total, np.intp(n), out=total, casting="unsafe")
-    return np.asarray(total / np.intp(n), dtype=x.dtype)
+    # a scalar: np.mean divides in float64 (float32 / intp promotes), as Python's float does
+    return np.asarray(float(total) / n, dtype=x.dtype)
 
 
 _ATTRS = {"axis": (), "keepdims": False}
