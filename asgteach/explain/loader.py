@@ -61,8 +61,9 @@ def resolve_language(lang: str | None) -> str:
     base = wanted.split("-")[0]
     if base in known:
         return base
-    for code in known:  # the language's own name ("russian" is not in the file, "русский" is)
-        if wanted == language_name(code).lower() or wanted == str(table(code)["language"].get("english_name", "")).lower():
+    for code in known:  # by name: the language's own ("русский") or its English one ("russian")
+        header = table(code).get("language", {})
+        if wanted in (str(header.get("name", "")).lower(), str(header.get("english_name", "")).lower()):
             return code
     warnings.warn(
         f"no explanations in language {lang!r}; known languages: {', '.join(known)}. Using English.",

@@ -1,0 +1,341 @@
+"""The explanations (asgteach/explain/*.toml) are complete, render, match the code, and stay in one language.
+
+Every test that walks ops is parametrised over asgteach.ops.REGISTRY, so an op added
+without text, without a numeric check, or with a formula that disagrees with its kernel
+or backward rule fails here with the op's name (and the language) in the test id.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+import warnings
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+from matplotlib import mathtext  # noqa: E402
+
+import asgteach as at  # noqa: E402
+from asgteach import explain  # noqa: E402
+from asgteach.explain import loader, records  # noqa: E402
+from asgteach.explain.roles import ROLE_KEYS, resolve_role  # noqa: E402
+from asgteach.ops import CATEGORIES, REGISTRY  # noqa: E402
+from asgteach.ops.leaves import KNOWN_INITS  # noqa: E402
+
+from explain_cases import CASES, NOT_DIFFERENTIABLE, Case  # noqa: E402
+
+LANGS = loader.languages()
+OPS = sorted(REGISTRY)
+CYRILLIC = re.compile(r"[\u0400-\u04FF]")
+LATIN = re.compile(r"[A-Za-z]")
+
+
+def _section(lang: str, section: str) -> dict:
+    return loader.table(lang).get(section, {})
+
+
+# --- which languages ---------------------------------------------------------------------------
+def test_english_and_russian_ship() -> None:
+    assert {"en", "ru"} <= set(LANGS)
+
+
+def test_a_language_is_one_file(tmp_path, monkeypatch) -> None:
+    for path in loader.HERE.glob("*.toml"):
+        shutil.copy(path, tmp_path / path.name)
+    text = (tmp_path / "en.toml").read_text(encoding="utf-8").replace('code = "en"', 'code = "xx"')
+    (tmp_path / "xx.toml").write_text(text, encoding="utf-8")
+    monkeypatch.setattr(loader, "HERE", tmp_path)
+    for fn in (loader._files, loader.table):
+        fn.cache_clear()
+    try:
+        assert "xx" in explain.languages()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback warning: the new file answers
+            assert explain.explain("add", lang="xx").lang == "xx"
+    finally:
+        monkeypatch.undo()
+        for fn in (loader._files, loader.table):
+            fn.cache_clear()
+
+
+# --- completeness: every op, role, initialiser and category, in every language ----------------------
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_is_explained(op: str, lang: str) -> None:
+    rec = _section(lang, "ops").get(op)
+    assert rec is not None, f"{lang}.toml has no [ops.{op}]: every registry op needs an explanation"
+    for f in records.OP_FIELDS:
+        value = rec.get(f)
+        assert isinstance(value, str) and value.strip(), f"{lang}.toml [ops.{op}] needs a non-empty {f!r}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_text_for_ops_that_do_not_exist(lang: str) -> None:
+    stray = set(_section(lang, "ops")) - set(REGISTRY)
+    assert not stray, f"{lang}.toml explains ops the registry does not have: {sorted(stray)} (renamed?)"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("key", ROLE_KEYS)
+def test_every_role_is_explained(key: str, lang: str) -> None:
+    rec = _section(lang, "roles").get(key)
+    assert rec is not None, f'{lang}.toml has no [roles."{key}"]'
+    for f in records.ROLE_FIELDS:
+        assert isinstance(rec.get(f), str) and rec[f].strip(), f'{lang}.toml [roles."{key}"] needs a non-empty {f!r}'
+    assert "{init}" in rec["what"], f'{lang}.toml [roles."{key}"].what must say how it was initialised: {{init}}'
+    leftovers = set(re.findall(r"\{(\w+)\}", rec["what"] + rec["why"] + rec["pitfalls"])) - {
+        "name", "shape", "layer", "init"}
+    assert not leftovers, f"unknown placeholders {leftovers} in {lang}.toml [roles.{key}]"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_no_roles_that_nothing_resolves_to(lang: str) -> None:
+    assert set(_section(lang, "roles")) == set(ROLE_KEYS)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", KNOWN_INITS)
+def test_every_initialiser_is_explained(name: str, lang: str) -> None:
+    rec = _section(lang, "inits").get(name)
+    assert rec is not None, f"{lang}.toml has no [inits.{name}]"
+    for f in records.INIT_FIELDS:
+        assert isinstance(rec.get(f), str) and rec[f].strip(), f"{lang}.toml [inits.{name}] needs {f!r}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", CATEGORIES)
+def test_every_category_is_explained(name: str, lang: str) -> None:
+    rec = _section(lang, "categories").get(name)
+    assert rec is not None, f"{lang}.toml has no [categories.{name}] (the legend needs it)"
+    for f in records.CATEGORY_FIELDS:
+        assert isinstance(rec.get(f), str) and rec[f].strip(), f"{lang}.toml [categories.{name}] needs {f!r}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_labels_and_language_header(lang: str) -> None:
+    assert set(_section(lang, "labels")) == set(_section("en", "labels"))
+    assert _section(lang, "language").get("code") == lang
+
+
+# --- LaTeX: every formula renders, and is the same in every language --------------------------------
+def _latex_strings() -> list[tuple[str, str]]:
+    out = []
+    for section, fields in (("ops", ("formula", "vjp")), ("roles", ("formula",)), ("inits", ("formula",))):
+        for key, rec in sorted(_section("en", section).items()):
+            out += [(f"{section}.{key}.{f}", rec[f]) for f in fields]
+    return out
+
+
+@pytest.mark.parametrize(("where", "tex"), _latex_strings(), ids=[w for w, _ in _latex_strings()])
+def test_latex_renders(where: str, tex: str) -> None:
+    assert "$" not in tex and "\\begin" not in tex and "\n" not in tex, f"{where}: one line, no $ or environments"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a mathtext warning is a bug in the formula too
+        try:
+            mathtext.math_to_image(f"${tex}$", io.BytesIO(), format="png")
+        except Exception as e:  # noqa: BLE001 - report what mathtext said, with where it came from
+            pytest.fail(f"{where} does not render with matplotlib mathtext: {tex!r}\n{type(e).__name__}: {e}")
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang != "en"])
+def test_formulas_are_the_same_in_every_language(lang: str) -> None:
+    for section, fields in (("ops", ("formula", "vjp")), ("roles", ("formula",)), ("inits", ("formula",))):
+        for key, rec in _section("en", section).items():
+            other = _section(lang, section).get(key, {})
+            for f in fields:
+                assert other.get(f) == rec[f], f"{lang}.toml [{section}.{key}].{f} differs from English (shared maths)"
+
+
+# --- formulas verified against the kernels and the backward rules ------------------------------------
+def _leaves(c: Case, arrays: list[np.ndarray]) -> tuple[list[at.Tensor], dict]:
+    tensors, feeds = [], {}
+    for i, arr in enumerate(arrays):
+        if c.leaf == "constant":
+            tensors.append(at.constant(arr))
+            continue
+        kind = "int" if arr.dtype.kind == "i" else "float"
+        t = at.parameter(f"p{i}", arr.shape) if c.leaf == "parameter" else at.input(f"x{i}", arr.shape, dtype=kind)
+        tensors.append(t)
+        feeds[t] = arr
+    return tensors, feeds
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_formula_and_vjp_match_the_code(op: str) -> None:
+    cases = CASES.get(op)
+    assert cases, f"op {op!r} has no numeric check of its formula: add a Case to tests/explain_cases.py"
+    for k, c in enumerate(cases):
+        rng = np.random.default_rng(1000 + k)
+        arrays = c.make(rng)
+        with at.Graph() as g:
+            xs, feeds = _leaves(c, arrays)
+            y = c.build(*xs)
+            assert op in {n.op for n in g.nodes}, f"case {c.label!r} does not build a {op} node"
+        got = at.run(y, feeds)
+        want = c.formula(*arrays)
+        assert got.shape == want.shape, f"{c.label}: kernel gives shape {got.shape}, the formula {want.shape}"
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=f"{c.label}: formula vs kernel")
+
+        floats = [t for t, a in zip(xs, arrays) if a.dtype.kind == "f"]
+        seed = rng.standard_normal(y.shape)
+        if c.vjp == NOT_DIFFERENTIABLE:
+            with pytest.raises(at.NotDifferentiableError, match=op):
+                at.grad(y, floats, seed=seed)
+            assert REGISTRY[op].not_differentiable, f"{op}: the text says not differentiable, the registry disagrees"
+            continue
+        grads = at.grad(y, floats, seed=seed)
+        values = at.run(grads, feeds)
+        expected = c.vjp(*arrays, got, seed)
+        assert len(expected) == len(values), f"{c.label}: the vjp expression gives {len(expected)} gradients"
+        for i, (v, e) in enumerate(zip(values, expected)):
+            e = np.broadcast_to(e, v.shape)
+            np.testing.assert_allclose(v, e, rtol=1e-9, atol=1e-10, err_msg=f"{c.label}: vjp of input {i}")
+
+
+@pytest.mark.parametrize("op", [op for op in OPS if REGISTRY[op].zero_gradient or REGISTRY[op].not_differentiable])
+def test_texts_of_ops_without_gradient_say_so(op: str) -> None:
+    vjp = _section("en", "ops")[op]["vjp"]
+    if REGISTRY[op].not_differentiable:
+        assert "NotDifferentiableError" in vjp
+    else:
+        assert re.fullmatch(r"(\\frac\{\\partial L\}\{\\partial \w\} = 0(,\\quad )?)+", vjp), vjp
+
+
+# --- one language per file ----------------------------------------------------------------------------
+def test_no_cyrillic_in_english() -> None:
+    text = (loader.HERE / "en.toml").read_text(encoding="utf-8")
+    bad = [line for line in text.splitlines() if CYRILLIC.search(line)]
+    assert not bad, f"Cyrillic in en.toml: {bad[:3]}"
+
+
+def _prose(lang: str) -> list[tuple[str, str]]:
+    out = []
+    for section, fields in (("ops", ("headline", "what", "why", "pitfalls")), ("roles", ("what", "why", "pitfalls")),
+                            ("inits", ("what",)), ("categories", ("label", "what")), ("labels", None)):
+        for key, rec in _section(lang, section).items():
+            if fields is None:
+                out.append((f"labels.{key}", rec))
+            else:
+                out += [(f"{section}.{key}.{f}", rec[f]) for f in fields]
+    return out
+
+
+def _cyrillic_share(text: str) -> float:
+    text = re.sub(r"`[^`]*`|\$[^$]*\$|\{\w+\}", " ", text)  # code, inline maths and placeholders are not prose
+    cyr, lat = len(CYRILLIC.findall(text)), len(LATIN.findall(text))
+    return cyr / (cyr + lat) if cyr + lat else 1.0
+
+
+@pytest.mark.parametrize("lang", [lang for lang in LANGS if lang not in ("en",)])
+def test_translated_prose_is_in_its_own_script(lang: str) -> None:
+    if lang != "ru":
+        pytest.fail(f"add the script check for {lang!r} here (which alphabet its prose uses)")
+    low = [(w, round(_cyrillic_share(t), 2)) for w, t in _prose(lang) if _cyrillic_share(t) < 0.6]
+    assert not low, f"{lang}.toml prose that is mostly not Cyrillic (field, share): {low}"
+    for section in ("ops", "roles", "inits"):
+        for key, rec in _section(lang, section).items():
+            maths = rec.get("formula", "") + rec.get("vjp", "")
+            assert not CYRILLIC.search(maths), f"Cyrillic in the maths of {lang}.toml [{section}.{key}]"
+
+
+# --- the explain() API ------------------------------------------------------------------------------------
+def test_explain_by_name_node_and_tensor() -> None:
+    with at.Graph():
+        x = at.input("x", (2, 3))
+        y = at.relu(x)
+    by_name, by_node, by_tensor = explain.explain("relu"), explain.explain(y.node), explain.explain(y)
+    assert by_name == by_node == by_tensor
+    assert by_name.category.name == "activation" and by_name.role is None
+    ru = explain.explain(y, lang="ru")
+    assert ru.lang == "ru" and ru.formula == by_name.formula and ru.what != by_name.what
+
+
+def test_unknown_language_warns_and_falls_back_to_english() -> None:
+    with pytest.warns(UserWarning, match=r"known languages: .*en.*ru") as rec:
+        text = explain.explain("add", lang="xx")
+    assert "'xx'" in str(rec[0].message)
+    assert text == explain.explain("add", lang="en")
+
+
+@pytest.mark.parametrize("spelling", ["ru", "RU", "ru-RU", "ru_RU", "Russian", "русский"])
+def test_language_spellings(spelling: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert explain.explain("mul", lang=spelling).lang == "ru"
+
+
+def test_unknown_op_is_a_clear_error() -> None:
+    with pytest.raises(KeyError, match="relu"):
+        explain.explain("relux")
+
+
+def test_missing_record_falls_back_to_english_with_a_warning(monkeypatch) -> None:
+    real = loader.table("ru")
+    partial = {**real, "ops": {k: v for k, v in real["ops"].items() if k != "add"}}
+    monkeypatch.setattr("asgteach.explain.table", lambda lang: partial if lang == "ru" else loader.table(lang))
+    with pytest.warns(UserWarning, match=r"ru.toml has no \[ops.add\]"):
+        text = explain.explain("add", lang="ru")
+    assert text.headline == explain.explain("add", lang="en").headline
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_parameter_node_gets_its_role_and_initialiser(lang: str) -> None:
+    with at.Graph():
+        w = at.parameter("fc1.weight", (3, 2), init="kaiming_normal", layer="fc1", role="weight")
+        g = at.parameter("ln.gamma", (2,), init="ones", layer="ln", role="weight")
+        e = at.parameter("emb", (10, 2), init="normal", layer="tok_emb", role="weight", std=0.02)
+    rec = explain.explain(w, lang=lang)
+    assert rec.op == "parameter" and rec.category.name == "parameter"
+    assert rec.role is not None and rec.role.key == "linear.weight"
+    init = explain.init("kaiming_normal", lang)
+    assert rec.role.init is not None and rec.role.init.headline == init.headline
+    assert init.headline in rec.role.what and "(3, 2)" in rec.role.what and "fc1" in rec.role.what
+    assert not re.search(r"\{(name|shape|layer|init)\}", rec.role.what + rec.role.why + rec.role.pitfalls)
+    ln = explain.explain(g, lang=lang).role
+    assert ln.key == "layer_norm.weight" and explain.init("ones", lang).headline in ln.what
+    emb = explain.explain(e, lang=lang).role
+    assert emb.key == "embedding.weight" and "std=0.02" in emb.what  # init arguments are shown too
+
+
+def test_parameter_without_metadata_is_still_explained() -> None:
+    with at.Graph():
+        p = at.parameter("theta", (4,), init="normal")
+    rec = explain.explain(p)
+    assert rec.role.key == "generic" and "theta" in rec.role.what
+
+
+@pytest.mark.parametrize(("meta", "key"), [
+    ({"layer": "fc1", "role": "weight"}, "linear.weight"),
+    ({"layer": "mlp.0", "role": "bias"}, "linear.bias"),
+    ({"layer": "ln_f", "role": "gamma"}, "layer_norm.weight"),
+    ({"layer": "block0.norm1", "role": "beta"}, "layer_norm.bias"),
+    ({"layer": "tok_emb", "role": "table"}, "embedding.weight"),
+    ({"layer": "wte", "role": None}, "embedding.weight"),
+    ({"layer": "pos_emb", "role": "weight"}, "positional.weight"),
+    ({"layer": "blocks.0.attn", "role": "q_weight"}, "attention.query.weight"),
+    ({"layer": "blocks.0.attn", "role": "w_k"}, "attention.key.weight"),
+    ({"layer": "mha.v", "role": "bias"}, "attention.value.bias"),
+    ({"layer": "blocks.1.attn.out_proj", "role": "weight"}, "attention.output.weight"),
+    ({"layer": "block.ffn", "role": "w1"}, "feed_forward.in.weight"),
+    ({"layer": "block.ffn.down", "role": "bias"}, "feed_forward.out.bias"),
+    ({"layer": "conv1", "role": "weight"}, "conv2d.weight"),
+    ({"layer": "c", "role": "bias", "layer_kind": "Conv2d"}, "conv2d.bias"),
+    ({"layer": "enc", "role": "weight", "layer_kind": "MultiHeadAttention"}, "generic.weight"),
+    ({"layer": "x", "role": "attention.key.bias"}, "attention.key.bias"),
+    ({"layer": "mystery", "role": "weight"}, "generic.weight"),
+    ({}, "generic"),
+])
+def test_role_resolution_from_metadata(meta: dict, key: str) -> None:
+    assert resolve_role(meta) == key
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_categories_and_labels_api(lang: str) -> None:
+    for name in CATEGORIES:
+        cat = explain.category(name, lang)
+        assert cat.name == name and cat.label and cat.lang == lang
+    assert {"what", "formula", "vjp", "why", "pitfalls", "role", "init"} <= set(explain.labels(lang))
