@@ -225,7 +225,8 @@ def test_readme_opens_with_the_two_commands() -> None:
 
 
 def test_shell_scripts_parse() -> None:
-    for script in ("scripts/lab", "scripts/test", "scripts/setup", ".ci/run"):
+    for script in ("scripts/lab", "scripts/test", "scripts/setup", "scripts/run-notebooks", "scripts/env.sh",
+                   ".ci/run"):
         proc = _run(["bash", "-n", str(ROOT / script)])
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
 
