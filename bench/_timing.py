@@ -33,3 +33,10 @@ def time_interleaved(
 def summary(samples: list[float]) -> tuple[float, float, float]:
     """(median, min, max) of the samples."""
     return statistics.median(samples), min(samples), max(samples)
+
+
+def paired_ratio(num: list[float], den: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) of num[i] / den[i]: samples taken back to back share the load of
+    the moment, so their ratio is steadier than the ratio of two medians."""
+    ratios = [a / b for a, b in zip(num, den)]
+    return statistics.median(ratios), min(ratios), max(ratios)

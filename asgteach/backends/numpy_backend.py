@@ -532,8 +532,14 @@ def _generate(steps: list[Step], inplace: dict[int, int], preloaded: list[int],
         lines.append(f"        v{s} = env[{s}]")
     names: dict[str, Any] = {"_StepFailed": _StepFailed}
     for k, step in enumerate(steps):
-        names[f"k{k}"] = step.kernel
-        args = ", ".join(f"v{a}" for a in step.args)
+        kernel, args = step.kernel, ", ".join(f"v{a}" for a in step.args)
+        if isinstance(kernel, partial) and not kernel.args and all(key.isidentifier() for key in kernel.keywords):
+            # pass the node's attributes as keywords directly: cheaper than calling a partial
+            for key, value in kernel.keywords.items():
+                names[f"k{k}_{key}"] = value
+                args += f", {key}=k{k}_{key}"
+            kernel = kernel.func
+        names[f"k{k}"] = kernel
         if step.node.id in inplace:
             args += f", out=v{step.args[inplace[step.node.id]]}"
         lines.append(f"        k = {k}; v{step.out} = k{k}({args})  # #{step.node.id} {step.node.op}")

@@ -122,10 +122,20 @@ def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
     return axes, lead
 
 
+_SUM_TO_AXES: dict[tuple, tuple[tuple[int, ...], int]] = {}  # (src, dst) -> _sum_to_axes(src, dst)
+
+
 def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
-    axes, lead = _sum_to_axes(x.shape, tuple(shape))
+    key = (x.shape, tuple(shape))
+    found = _SUM_TO_AXES.get(key)
+    if found is None:
+        if len(_SUM_TO_AXES) > 4096:
+            _SUM_TO_AXES.clear()
+        found = _SUM_TO_AXES[key] = _sum_to_axes(*key)
+    axes, lead = found
     if axes and len(axes) == lead:  # only leading axes (a bias gradient): no size-1 axes to keep
-        return np.asarray(np.add.reduce(x, axis=axes), dtype=x.dtype)
+        out = np.add.reduce(x, axis=axes)
+        return out if type(out) is np.ndarray and out.dtype == x.dtype else np.asarray(out, dtype=x.dtype)
     out = np.add.reduce(x, axis=axes, keepdims=True) if axes else x  # = np.sum, minus its wrapper
     return np.asarray(out.reshape(out.shape[lead:]), dtype=x.dtype)
 
