@@ -224,6 +224,14 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert re.search(r"^\./scripts/test\b", ci, re.M), ".ci/run must run the README's test command"
 
 
+def test_readme_example_runs() -> None:
+    (example,) = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    namespace: dict = {}
+    exec(compile(example, "README.md", "exec"), namespace)  # the README's own example, as a reader would run it
+    assert namespace["rep"].ok
+    assert float(namespace["y_val"]) == pytest.approx(29.1778, abs=1e-4)  # the value `asgteach demo` prints
+
+
 def test_shell_scripts_parse() -> None:
     for script in ("scripts/lab", "scripts/test", "scripts/setup", "scripts/run-notebooks", "scripts/env.sh",
                    ".ci/run"):
