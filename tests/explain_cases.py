@@ -361,3 +361,144 @@ case("layer_norm",
           lambda x, w, b: w * _ln_parts(x)[0] + b, _ln_vjp),
      Case(inputs(lambda r: np.ones((2, 4)) * 3.0, normal(4), normal(4)), at.layer_norm,
           lambda x, w, b: w * _ln_parts(x)[0] + b, _ln_vjp, label="layer_norm of a constant row is beta"))
+
+
+# --- convolution and pooling (asgteach/ops/conv.py), written as plain loops over the formulas ---------
+_S, _P, _D, _G = (2, 1), (1, 1), (1, 2), 2  # stride, padding, dilation, groups: every option in play
+_CONV = {"stride": _S, "padding": _P, "dilation": _D, "groups": _G}
+
+
+def _pad4(x: np.ndarray, p: tuple, value: float = 0.0) -> np.ndarray:
+    return np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])), constant_values=value)
+
+
+def _conv_taps(x_shape: tuple, w_shape: tuple):
+    """Every (n, o, i, j, channel of x, c, a, b, row, col of x~) the conv formula sums over."""
+    n_, _, h, wd = x_shape
+    o_, cg, kh, kw = w_shape
+    oh = (h + 2 * _P[0] - _D[0] * (kh - 1) - 1) // _S[0] + 1
+    ow = (wd + 2 * _P[1] - _D[1] * (kw - 1) - 1) // _S[1] + 1
+    for n, o, i, j, c, a, b in np.ndindex(n_, o_, oh, ow, cg, kh, kw):
+        yield n, o, i, j, (o // (o_ // _G)) * cg + c, c, a, b, _S[0] * i + _D[0] * a, _S[1] * j + _D[1] * b
+
+
+def _conv_out(x_shape: tuple, w_shape: tuple) -> tuple:
+    taps = list(_conv_taps(x_shape, w_shape))
+    return (x_shape[0], w_shape[0], max(t[2] for t in taps) + 1, max(t[3] for t in taps) + 1)
+
+
+def conv_ref(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xp, y = _pad4(x, _P), np.zeros(_conv_out(x.shape, w.shape))
+    for n, o, i, j, cx, c, a, b, p, q in _conv_taps(x.shape, w.shape):
+        y[n, o, i, j] += xp[n, cx, p, q] * w[o, c, a, b]
+    return y
+
+
+def conv_grad_input_ref(g: np.ndarray, w: np.ndarray, x_shape: tuple) -> np.ndarray:
+    d = _pad4(np.zeros(x_shape), _P)
+    for n, o, i, j, cx, c, a, b, p, q in _conv_taps(x_shape, w.shape):
+        d[n, cx, p, q] += g[n, o, i, j] * w[o, c, a, b]
+    return d[:, :, _P[0]:_P[0] + x_shape[2], _P[1]:_P[1] + x_shape[3]]
+
+
+def conv_grad_weight_ref(x: np.ndarray, g: np.ndarray, w_shape: tuple) -> np.ndarray:
+    xp, dw = _pad4(x, _P), np.zeros(w_shape)
+    for n, o, i, j, cx, c, a, b, p, q in _conv_taps(x.shape, w_shape):
+        dw[o, c, a, b] += g[n, o, i, j] * xp[n, cx, p, q]
+    return dw
+
+
+_XS, _WS = (2, 4, 5, 6), (6, 2, 3, 2)
+_YS = _conv_out(_XS, _WS)
+case("conv2d", Case(inputs(normal(*_XS), normal(*_WS)), lambda x, w: apply("conv2d", x, w, **_CONV), conv_ref,
+                    lambda x, w, y, g: (conv_grad_input_ref(g, w, x.shape), conv_grad_weight_ref(x, g, w.shape))))
+case("conv2d_grad_input", Case(
+    inputs(normal(*_YS), normal(*_WS)), lambda g, w: apply("conv2d_grad_input", g, w, x_shape=_XS, **_CONV),
+    lambda g, w: conv_grad_input_ref(g, w, _XS),
+    lambda g, w, y, u: (conv_ref(u, w), conv_grad_weight_ref(u, g, w.shape))))
+case("conv2d_grad_weight", Case(
+    inputs(normal(*_XS), normal(*_YS)), lambda x, g: apply("conv2d_grad_weight", x, g, w_shape=_WS, **_CONV),
+    lambda x, g: conv_grad_weight_ref(x, g, _WS),
+    lambda x, g, y, u: (conv_grad_input_ref(g, u, x.shape), conv_ref(x, u))))
+
+_K, _PS, _PP = (3, 2), (2, 1), (1, 1)  # overlapping windows, padding
+_POOL = {"kernel_size": _K, "stride": _PS, "padding": _PP}
+
+
+def _windows(x_shape: tuple):
+    """Every output cell and the cells (a, b, row, col of x~) of its window, in row-major order."""
+    n_, c_, h, w = x_shape
+    oh, ow = (h + 2 * _PP[0] - _K[0]) // _PS[0] + 1, (w + 2 * _PP[1] - _K[1]) // _PS[1] + 1
+    for n, c, i, j in np.ndindex(n_, c_, oh, ow):
+        yield (n, c, i, j), [(_PS[0] * i + a, _PS[1] * j + b) for a in range(_K[0]) for b in range(_K[1])]
+
+
+def _winner(xp: np.ndarray, n: int, c: int, cells: list) -> tuple:
+    values = [xp[n, c, p, q] for p, q in cells]
+    return cells[values.index(max(values))]  # the FIRST maximum of the window
+
+
+def _pool_shape(x_shape: tuple) -> tuple:
+    last = list(_windows(x_shape))[-1][0]
+    return (x_shape[0], x_shape[1], last[2] + 1, last[3] + 1)
+
+
+def max_pool_ref(x: np.ndarray) -> np.ndarray:
+    xp, y = _pad4(x, _PP, -np.inf), np.zeros(_pool_shape(x.shape))
+    for (n, c, i, j), cells in _windows(x.shape):
+        y[n, c, i, j] = max(xp[n, c, p, q] for p, q in cells)
+    return y
+
+
+def _crop(d: np.ndarray, x_shape: tuple) -> np.ndarray:
+    return d[:, :, _PP[0]:_PP[0] + x_shape[2], _PP[1]:_PP[1] + x_shape[3]]
+
+
+def max_pool_grad_ref(x: np.ndarray, g: np.ndarray) -> np.ndarray:
+    xp = _pad4(x, _PP, -np.inf)
+    d = np.zeros(xp.shape)
+    for (n, c, i, j), cells in _windows(x.shape):
+        p, q = _winner(xp, n, c, cells)
+        d[n, c, p, q] += g[n, c, i, j]
+    return _crop(d, x.shape)
+
+
+def max_pool_gather_ref(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    xp, up, y = _pad4(x, _PP, -np.inf), _pad4(u, _PP), np.zeros(_pool_shape(x.shape))
+    for (n, c, i, j), cells in _windows(x.shape):
+        p, q = _winner(xp, n, c, cells)
+        y[n, c, i, j] = up[n, c, p, q]
+    return y
+
+
+def avg_pool_ref(x: np.ndarray) -> np.ndarray:
+    xp, y = _pad4(x, _PP), np.zeros(_pool_shape(x.shape))
+    for (n, c, i, j), cells in _windows(x.shape):
+        y[n, c, i, j] = sum(xp[n, c, p, q] for p, q in cells) / (_K[0] * _K[1])  # zero padding counts
+    return y
+
+
+def avg_pool_grad_ref(g: np.ndarray, x_shape: tuple) -> np.ndarray:
+    d = _pad4(np.zeros(x_shape), _PP)
+    for (n, c, i, j), cells in _windows(x_shape):
+        for p, q in cells:
+            d[n, c, p, q] += g[n, c, i, j] / (_K[0] * _K[1])
+    return _crop(d, x_shape)
+
+
+_PX = (2, 3, 5, 4)
+_PY = _pool_shape(_PX)
+case("max_pool2d",
+     Case(inputs(normal(*_PX)), lambda x: apply("max_pool2d", x, **_POOL), max_pool_ref,
+          lambda x, y, g: (max_pool_grad_ref(x, g),)),
+     Case(inputs(ties(*_PX)), lambda x: apply("max_pool2d", x, **_POOL), max_pool_ref,
+          lambda x, y, g: (max_pool_grad_ref(x, g),), label="max_pool2d with ties: the first maximum wins"))
+case("max_pool2d_grad", Case(inputs(ties(*_PX), normal(*_PY)), lambda x, g: apply("max_pool2d_grad", x, g, **_POOL),
+                             max_pool_grad_ref, lambda x, g, y, u: (np.zeros_like(x), max_pool_gather_ref(x, u))))
+case("max_pool2d_gather", Case(inputs(ties(*_PX), normal(*_PX)),
+                               lambda x, u: apply("max_pool2d_gather", x, u, **_POOL), max_pool_gather_ref,
+                               lambda x, u, y, g: (np.zeros_like(x), max_pool_grad_ref(x, g))))
+case("avg_pool2d", Case(inputs(normal(*_PX)), lambda x: apply("avg_pool2d", x, **_POOL), avg_pool_ref,
+                        lambda x, y, g: (avg_pool_grad_ref(g, x.shape),)))
+case("avg_pool2d_grad", Case(inputs(normal(*_PY)), lambda g: apply("avg_pool2d_grad", g, x_shape=_PX, **_POOL),
+                             lambda g: avg_pool_grad_ref(g, _PX), lambda g, y, u: (avg_pool_ref(u),)))

@@ -7,10 +7,16 @@ or backward rule fails here with the op's name (and the language) in the test id
 
 from __future__ import annotations
 
+import importlib
 import io
+import pkgutil
 import re
 import shutil
+import subprocess
+import sys
 import warnings
+from contextlib import contextmanager
+from typing import Iterator
 
 import matplotlib
 import numpy as np
@@ -23,13 +29,49 @@ import asgteach as at  # noqa: E402
 from asgteach import explain  # noqa: E402
 from asgteach.explain import loader, records  # noqa: E402
 from asgteach.explain.roles import ROLE_KEYS, resolve_role  # noqa: E402
+import asgteach.ops  # noqa: E402
 from asgteach.ops import CATEGORIES, REGISTRY  # noqa: E402
 from asgteach.ops.leaves import KNOWN_INITS  # noqa: E402
 
 from explain_cases import CASES, NOT_DIFFERENTIABLE, Case  # noqa: E402
 
 LANGS = loader.languages()
-OPS = sorted(REGISTRY)
+
+
+def _all_ops() -> list[str]:
+    """Every op the package can register: REGISTRY plus ops in asgteach/ops/ modules not imported yet.
+
+    (Asked in a fresh interpreter, so importing them here does not change this session's registry.)
+    """
+    code = ("import importlib, pkgutil, asgteach.ops as o\n"
+            "for m in pkgutil.iter_modules(o.__path__): importlib.import_module('asgteach.ops.' + m.name)\n"
+            "print(' '.join(o.REGISTRY))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return sorted(set(out.split()) | set(REGISTRY))
+
+
+OPS = _all_ops()
+
+
+@contextmanager
+def _registered(op: str) -> Iterator[None]:
+    """Make ``op`` available for one test even if its module is not wired into asgteach.ops yet; undo after."""
+    if op in REGISTRY:
+        yield
+        return
+    saved, before = dict(REGISTRY), set(sys.modules)
+    for m in pkgutil.iter_modules(asgteach.ops.__path__):
+        importlib.import_module(f"asgteach.ops.{m.name}")
+    try:
+        yield
+    finally:  # leave the registry and the module cache as they were, so a later import registers again
+        REGISTRY.clear()
+        REGISTRY.update(saved)
+        for name in set(sys.modules) - before:
+            if name.startswith("asgteach.ops."):
+                del sys.modules[name]
+                if hasattr(asgteach.ops, name.rsplit(".", 1)[1]):
+                    delattr(asgteach.ops, name.rsplit(".", 1)[1])
 CYRILLIC = re.compile(r"[\u0400-\u04FF]")
 LATIN = re.compile(r"[A-Za-z]")
 
@@ -75,7 +117,7 @@ def test_every_op_is_explained(op: str, lang: str) -> None:
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_no_text_for_ops_that_do_not_exist(lang: str) -> None:
-    stray = set(_section(lang, "ops")) - set(REGISTRY)
+    stray = set(_section(lang, "ops")) - set(OPS)
     assert not stray, f"{lang}.toml explains ops the registry does not have: {sorted(stray)} (renamed?)"
 
 
@@ -168,35 +210,41 @@ def _leaves(c: Case, arrays: list[np.ndarray]) -> tuple[list[at.Tensor], dict]:
 def test_formula_and_vjp_match_the_code(op: str) -> None:
     cases = CASES.get(op)
     assert cases, f"op {op!r} has no numeric check of its formula: add a Case to tests/explain_cases.py"
-    for k, c in enumerate(cases):
-        rng = np.random.default_rng(1000 + k)
-        arrays = c.make(rng)
-        with at.Graph() as g:
-            xs, feeds = _leaves(c, arrays)
-            y = c.build(*xs)
-            assert op in {n.op for n in g.nodes}, f"case {c.label!r} does not build a {op} node"
-        got = at.run(y, feeds)
-        want = c.formula(*arrays)
-        assert got.shape == want.shape, f"{c.label}: kernel gives shape {got.shape}, the formula {want.shape}"
-        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=f"{c.label}: formula vs kernel")
-
-        floats = [t for t, a in zip(xs, arrays) if a.dtype.kind == "f"]
-        seed = rng.standard_normal(y.shape)
-        if c.vjp == NOT_DIFFERENTIABLE:
-            with pytest.raises(at.NotDifferentiableError, match=op):
-                at.grad(y, floats, seed=seed)
-            assert REGISTRY[op].not_differentiable, f"{op}: the text says not differentiable, the registry disagrees"
-            continue
-        grads = at.grad(y, floats, seed=seed)
-        values = at.run(grads, feeds)
-        expected = c.vjp(*arrays, got, seed)
-        assert len(expected) == len(values), f"{c.label}: the vjp expression gives {len(expected)} gradients"
-        for i, (v, e) in enumerate(zip(values, expected)):
-            e = np.broadcast_to(e, v.shape)
-            np.testing.assert_allclose(v, e, rtol=1e-9, atol=1e-10, err_msg=f"{c.label}: vjp of input {i}")
+    with _registered(op):
+        for k, c in enumerate(cases):
+            _check_case(op, k, c)
 
 
-@pytest.mark.parametrize("op", [op for op in OPS if REGISTRY[op].zero_gradient or REGISTRY[op].not_differentiable])
+def _check_case(op: str, k: int, c: Case) -> None:
+    """Run one Case: the kernel against the formula, the backward graph against the vjp expression."""
+    rng = np.random.default_rng(1000 + k)
+    arrays = c.make(rng)
+    with at.Graph() as g:
+        xs, feeds = _leaves(c, arrays)
+        y = c.build(*xs)
+        assert op in {n.op for n in g.nodes}, f"case {c.label!r} does not build a {op} node"
+    got = at.run(y, feeds)
+    want = c.formula(*arrays)
+    assert got.shape == want.shape, f"{c.label}: kernel gives shape {got.shape}, the formula {want.shape}"
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=f"{c.label}: formula vs kernel")
+
+    floats = [t for t, a in zip(xs, arrays) if a.dtype.kind == "f"]
+    seed = rng.standard_normal(y.shape)
+    if c.vjp == NOT_DIFFERENTIABLE:
+        with pytest.raises(at.NotDifferentiableError, match=op):
+            at.grad(y, floats, seed=seed)
+        assert REGISTRY[op].not_differentiable, f"{op}: the text says not differentiable, the registry disagrees"
+        return
+    grads = at.grad(y, floats, seed=seed)
+    values = at.run(grads, feeds)
+    expected = c.vjp(*arrays, got, seed)
+    assert len(expected) == len(values), f"{c.label}: the vjp expression gives {len(expected)} gradients"
+    for i, (v, e) in enumerate(zip(values, expected)):
+        e = np.broadcast_to(e, v.shape)
+        np.testing.assert_allclose(v, e, rtol=1e-9, atol=1e-10, err_msg=f"{c.label}: vjp of input {i}")
+
+
+@pytest.mark.parametrize("op", [op for op in REGISTRY if REGISTRY[op].zero_gradient or REGISTRY[op].not_differentiable])
 def test_texts_of_ops_without_gradient_say_so(op: str) -> None:
     vjp = _section("en", "ops")[op]["vjp"]
     if REGISTRY[op].not_differentiable:
@@ -324,6 +372,8 @@ def test_parameter_without_metadata_is_still_explained() -> None:
     ({"layer": "block.ffn.down", "role": "bias"}, "feed_forward.out.bias"),
     ({"layer": "conv1", "role": "weight"}, "conv2d.weight"),
     ({"layer": "c", "role": "bias", "layer_kind": "Conv2d"}, "conv2d.bias"),
+    ({"layer": "c1", "role": "weight", "layer_kind": "Conv2d"}, "conv2d.weight"),
+    ({"layer": "blk.ffn.fc_in", "role": "weight", "layer_kind": "Linear"}, "feed_forward.in.weight"),
     ({"layer": "enc", "role": "weight", "layer_kind": "MultiHeadAttention"}, "generic.weight"),
     ({"layer": "x", "role": "attention.key.bias"}, "attention.key.bias"),
     ({"layer": "mystery", "role": "weight"}, "generic.weight"),
@@ -331,6 +381,23 @@ def test_parameter_without_metadata_is_still_explained() -> None:
 ])
 def test_role_resolution_from_metadata(meta: dict, key: str) -> None:
     assert resolve_role(meta) == key
+
+
+def test_every_parameter_of_the_nn_layers_gets_its_specific_role() -> None:
+    with at.Graph():
+        layers = [at.nn.Linear(3, 4, name="fc"), at.nn.LayerNorm(4, name="ln"), at.nn.Embedding(10, 4, name="tok"),
+                  at.nn.LearnedPositionalEmbedding(8, 4, name="pos"), at.nn.TransformerBlock(4, 2, name="blk")]
+        params = [p for layer in layers for p in layer.parameters()]
+    got = {p.name: resolve_role(p.node.meta) for p in params}
+    want = {"fc.weight": "linear.weight", "fc.bias": "linear.bias", "ln.weight": "layer_norm.weight",
+            "ln.bias": "layer_norm.bias", "tok.weight": "embedding.weight", "pos.weight": "positional.weight",
+            "blk.ln1.weight": "layer_norm.weight", "blk.ln2.bias": "layer_norm.bias",
+            "blk.ffn.fc_in.weight": "feed_forward.in.weight", "blk.ffn.fc_out.bias": "feed_forward.out.bias"}
+    for proj in ("query", "key", "value", "output"):
+        want[f"blk.attn.{proj}.weight"] = f"attention.{proj}.weight"
+        want[f"blk.attn.{proj}.bias"] = f"attention.{proj}.bias"
+    assert {k: got.get(k) for k in want} == want
+    assert all(not key.startswith("generic") for key in got.values()), got
 
 
 @pytest.mark.parametrize("lang", LANGS)

@@ -7,7 +7,9 @@ e.g. "block0.attn") and ``node.meta["role"]``. Role records are keyed
 :data:`ROLE_KEYS`). A parameter is matched, in this order, by
 
 1. its role, when it already is such a key (``role="attention.query.weight"``);
-2. ``meta["layer_kind"]`` (e.g. "MultiHeadAttention"; layers may set it) plus its role;
+2. ``meta["layer_kind"]`` (the layer's class, "Linear", "LayerNorm", ...: ``at.nn`` sets it) plus
+   its role — a Linear whose layer path names a FeedForward or attention block takes that
+   block's role (``layer="blk.ffn.fc_in"`` -> ``feed_forward.in.weight``);
 3. the words in its layer and role metadata (``layer="blocks.0.attn", role="q_weight"``
    -> attention, query, weight), using the small vocabularies below;
 4. the generic ``weight`` / ``bias`` / parameter records.
@@ -94,13 +96,16 @@ def resolve_role(meta: Mapping[str, Any], known: Any = ROLE_KEYS) -> str:
     role = str(meta.get("role") or "")
     if role.lower() in known:
         return role.lower()
-    role_words = _words(role)
-    kind_words = _words(meta.get("layer_kind"))
-    kind = _pick(kind_words, _KINDS) or _pick(_words(meta.get("layer")), _KINDS) or _pick(role_words, _KINDS)
+    role_words, layer_words = _words(role), _words(meta.get("layer"))
+    kind = _pick(_words(meta.get("layer_kind")), _KINDS)
+    path_kind = _pick(layer_words, _KINDS)
+    if kind in (None, "linear") and path_kind in ("attention", "feed_forward"):
+        kind = path_kind  # a Linear inside a FeedForward ("blk.ffn.fc_in") is the feed-forward's W_1
+    kind = kind or path_kind or _pick(role_words, _KINDS)
     wb = _weight_or_bias(role_words) or ("weight" if kind in ("embedding", "positional") else None)
-    all_words = role_words + _words(meta.get("layer"))
+    all_words = role_words + layer_words
     if kind == "attention":
-        part = _pick(role_words, _PROJECTIONS) or _pick(_words(meta.get("layer")), _PROJECTIONS)
+        part = _pick(role_words, _PROJECTIONS) or _pick(layer_words, _PROJECTIONS)
         kind = f"attention.{part}" if part else None
     elif kind == "feed_forward":
         part = _pick(role_words, _FF_PARTS) or _pick(all_words, _FF_PARTS)
