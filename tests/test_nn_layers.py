@@ -30,7 +30,7 @@ def _check(loss, g, extra=None, fast=False):
 
 
 def test_linear_metadata_and_value():
-    with at.Graph() as g:
+    with at.Graph():
         x = at.input("x", (4, 3))
         lin = nn.Linear(3, 2, name="fc1")
         y = lin(x)

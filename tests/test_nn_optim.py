@@ -119,7 +119,8 @@ def test_clipping_inside_an_optimizer():
     (optim.CosineAnnealingLR(T_max=10, eta_min=0.01),
      lambda s: 0.01 + (0.2 - 0.01) * (1 + math.cos(math.pi * min(s, 10) / 10)) / 2),
     (optim.LinearWarmup(4), lambda s: 0.2 * (s + 1) / 4 if s < 4 else 0.2),
-    (optim.LinearWarmup(2, after=optim.ExponentialLR(0.5)), lambda s: 0.2 * (s + 1) / 2 if s < 2 else 0.2 * 0.5 ** (s - 2)),
+    (optim.LinearWarmup(2, after=optim.ExponentialLR(0.5)),
+     lambda s: 0.2 * (s + 1) / 2 if s < 2 else 0.2 * 0.5 ** (s - 2)),
 ])
 def test_schedules_match_closed_form(sched, closed):
     for s in range(15):
