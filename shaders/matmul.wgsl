@@ -8,8 +8,8 @@
 // of 4 (ty*4.., then +TY*4 ..) and columns likewise, so neighbouring threads read
 // neighbouring vec4s of shared memory. While it multiplies one tile, a thread already
 // holds the next tile's values in registers (loaded before the multiply), which hides
-// global-memory latency. The multiply-add block is unrolled by the backend so the
-// accumulators stay in registers.
+// global-memory latency. The multiply-add block is unrolled by the backend (over BK too) so the
+// accumulators stay in registers and shared-memory offsets are constants.
 //
 // Two variants: "fast" needs M % BM == N % BN == K % BK == 0 and reads/writes vec4s;
 // "edge" handles every size (1-D operands too) with bounds-checked scalar loads that
@@ -76,9 +76,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
             let k0 = (t + 1u) * BK;
             {{LOAD_NEXT}}
         }
-        for (var kk = 0u; kk < BK; kk++) {
+        // the BK steps of the tile, unrolled: each reads TM/4 + TN/4 vec4s and does TM*TN/4 vec4 FMAs
 {{COMPUTE}}
-        }
         workgroupBarrier();
     }
 {{STORE_C}}

@@ -9,8 +9,13 @@
 // Two layouts: *_wg gives each output element a workgroup of 256 threads that stride
 // over the reduced elements and combine in shared memory (a tree: also more accurate
 // than one long running sum); *_t gives each output one thread (short reductions).
+// A huge reduction into few outputs (the mean of a whole activation: one output, 4M
+// inputs) would leave all but one workgroup idle, so sum_wg and max_wg can also split
+// each output's reduced elements into P chunks of `chunk` elements: the workgroups write
+// P partial results per output, and a second, small dispatch reduces those.
 // Uniform words: 0 n_out  1 n_red  2 outer ndim  3 inner ndim  4 scale (mean: 1/n)
-//   5 NaN bits  8..15 outer shape  16..23 outer strides  24..31 inner shape  32..39 inner strides
+//   5 NaN bits  6 chunk  7 P (chunks per output)
+//   8..15 outer shape  16..23 outer strides  24..31 inner shape  32..39 inner strides
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
@@ -62,13 +67,16 @@ fn wg_sum(li: u32, v: f32) -> f32 {
 @compute @workgroup_size(256)
 fn sum_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
-    let o = group_index(wid, nwg);
-    if (o >= pu(0u)) { return; }   // uniform per workgroup: safe before barriers
+    let gi = group_index(wid, nwg);
+    if (gi >= pu(0u) * pu(7u)) { return; }   // uniform per workgroup: safe before barriers
+    let o = gi / pu(7u);
+    let r0 = (gi % pu(7u)) * pu(6u);
+    let r1 = min(pu(1u), r0 + pu(6u));
     let base = outer_off(o);
     var acc = 0.0;
-    for (var r = li; r < pu(1u); r += WG) { acc += x[base + inner_off(r)]; }
+    for (var r = r0 + li; r < r1; r += WG) { acc += x[base + inner_off(r)]; }
     let total = wg_sum(li, acc);
-    if (li == 0u) { out[o] = bitcast<u32>(total * pf(4u)); }
+    if (li == 0u) { out[gi] = bitcast<u32>(total * pf(4u)); }
 }
 
 @compute @workgroup_size(256)
@@ -115,18 +123,21 @@ fn var_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
 @compute @workgroup_size(256)
 fn max_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
-    let o = group_index(wid, nwg);
-    if (o >= pu(0u)) { return; }
+    let gi = group_index(wid, nwg);
+    if (gi >= pu(0u) * pu(7u)) { return; }
+    let o = gi / pu(7u);
+    let r0 = (gi % pu(7u)) * pu(6u);
+    let r1 = min(pu(1u), r0 + pu(6u));
     let base = outer_off(o);
     var m = -bitcast<f32>(0x7f800000u);
-    for (var r = li; r < pu(1u); r += WG) { m = max_nan(m, x[base + inner_off(r)]); }
+    for (var r = r0 + li; r < r1; r += WG) { m = max_nan(m, x[base + inner_off(r)]); }
     sv[li] = m;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (li < s) { sv[li] = max_nan(sv[li], sv[li + s]); }
         workgroupBarrier();
     }
-    if (li == 0u) { out[o] = bitcast<u32>(sv[0]); }
+    if (li == 0u) { out[gi] = bitcast<u32>(sv[0]); }
 }
 
 @compute @workgroup_size(256)

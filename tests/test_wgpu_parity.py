@@ -80,6 +80,13 @@ def _softmax(op, shape, axis):
     return build
 
 
+def _sum_to(shape, to):
+    def build():
+        x = at.input("x", shape)
+        return at.sum_to(x, to), [x], {x: _x(shape, seed=10)}
+    return build
+
+
 def _embedding_repeated():
     ids = np.array([[1, 3, 1, 1], [0, 3, 9, 1]])
     x = at.input("ids", ids.shape, dtype="int")
@@ -130,6 +137,9 @@ EXTRA = [
     ("getitem", "negative step, None, ellipsis", _getitem_steps),
     ("concat", "middle axis, three parts", _concat_axis1),
     ("sum", "2-D workgroup grid", _big_grid),
+    ("mean", "two-stage: chunks of a 120000-element mean", _reduce("mean", (300, 400), None)),
+    ("max", "two-stage: (2, 70000) axis 1", _reduce("max", (2, 70000), 1)),
+    ("sum_to", "leading axes, one thread per output (40, 17000) -> (17000,)", _sum_to((40, 17000), (17000,))),
     ("mul", "where/pow/abs broadcast over 4 axes", _broadcast3),
 ]
 

@@ -72,6 +72,10 @@ def _float64_warning() -> None:
         )
 
 
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes} bytes"
+
+
 def _nbytes(node: Node) -> int:
     return max(16, (node.size * 4 + 15) // 16 * 16)
 
@@ -96,8 +100,8 @@ class Plan:
         for n in nodes:
             if n.size * 4 > limit:
                 raise BindingLimitError(
-                    f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {n.size * 4 / 2**20:.1f} MiB, but this "
-                    f"GPU adapter binds at most {limit / 2**20:.1f} MiB per buffer (created at {n.source}).\n"
+                    f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {_size(n.size * 4)}, but this "
+                    f"GPU adapter binds at most {_size(limit)} per buffer (created at {n.source}).\n"
                     f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
                 )
 
@@ -144,6 +148,13 @@ class Plan:
                 buf = self.buffers[i]
                 pool.append((buf.size, buf))
 
+        self._scratch_bytes: dict[int, int] = {}
+        for d in self.dispatches:
+            for sid, size in (d.scratch or {}).items():
+                self.buffers[sid] = dev.create_buffer(size=max(16, (size + 15) // 16 * 16), usage=storage)
+                self._scratch_bytes[sid] = max(16, (size + 15) // 16 * 16)
+                self.bytes_owned += self._scratch_bytes[sid]
+
         # 3. one uniform buffer for all dispatches, written once
         align = self.gpu.uniform_align
         params = np.zeros((max(1, len(self.dispatches)), align // 4), dtype=np.uint32)
@@ -159,8 +170,8 @@ class Plan:
             entries = [{"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * align, "size": 256}}]
             for b, nid in sorted(d.binds.items()):
                 buf = self.buffers[nid]
-                entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0,
-                                                           "size": _nbytes(graph.nodes[nid])}})
+                size = self._scratch_bytes[nid] if nid < 0 else _nbytes(graph.nodes[nid])
+                entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": size}})
             bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
             self._encoded.append((pipe, bg, d.groups))
 
@@ -175,6 +186,7 @@ class Plan:
         self._uploaded: dict[int, tuple[Any, np.ndarray | None]] = {}   # node id -> (object, host copy)
         self._on_device: set[int] = set()
         self._updates: list[tuple[int, int]] = []
+        self._device_only: set[int] = set()
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
@@ -198,6 +210,8 @@ class Plan:
         ``updates`` maps a parameter (Tensor, name or id) to an output of this plan (Tensor
         or id) of the same shape — typically the optimizer's new value. Feed the parameter
         once; afterwards the device copy is used and updated without any upload.
+        Those outputs are no longer read back: ``run`` returns ``None`` in their place
+        (``read_params()`` fetches the parameters when you want them).
         """
         resolved = resolve_feeds(self.graph, {k: v for k, v in updates.items()})
         pairs = []
@@ -210,6 +224,7 @@ class Plan:
                 raise ValueError(f"bind_updates: {q.describe()} cannot update {p.describe()}")
             pairs.append((nid, pid))
         self._updates = pairs
+        self._device_only = {nid for nid, _ in pairs}
 
     def read_params(self) -> dict[str, np.ndarray]:
         """The current device values of every input/parameter this plan holds (one sync)."""
@@ -331,7 +346,8 @@ class Plan:
             cpass.dispatch_workgroups(x, y, z)
         cpass.end()
         for nid, off in zip(self.outputs, self._out_offsets):
-            enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
+            if nid not in self._device_only:
+                enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
         for src, dst in self._updates:
             enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
         dev.queue.submit([enc.finish()])
@@ -344,6 +360,9 @@ class Plan:
         outs = []
         for nid, off in zip(self.outputs, self._out_offsets):
             n = self.graph.nodes[nid]
+            if nid in self._device_only:
+                outs.append(None)
+                continue
             v = raw[off:off + n.size * 4]
             outs.append(v.view(np.int32).astype(np.int64).reshape(n.shape) if n.dtype == "int"
                         else v.view(np.float32).reshape(n.shape))
@@ -351,7 +370,7 @@ class Plan:
         self.totals["runs"] += 1
         for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
             self.totals[k] += stats[k]
-        if on_nan != "ignore" and any(o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+        if on_nan != "ignore" and any(o is not None and o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
             self._explain_nan(all_feeds, on_nan)
         return outs
 

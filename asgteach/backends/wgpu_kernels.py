@@ -48,8 +48,9 @@ class Dispatch:
     source: str
     entry: str
     params: np.ndarray         # 64 x u32 uniform words
-    binds: dict[int, int]      # binding number -> node id whose buffer goes there
+    binds: dict[int, int]      # binding number -> node id whose buffer goes there (< 0: a scratch buffer)
     groups: tuple[int, int, int]
+    scratch: dict[int, int] | None = None   # scratch id -> bytes, for multi-stage kernels
 
 
 def fbits(x: float) -> int:
@@ -159,6 +160,22 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
 _REDUCE_ENTRY = {"sum": "sum", "mean": "sum", "sum_to": "sum", "max": "max", "var": "var", "argmax": "argmax"}
 
 
+def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
+    """Workgroup per output (True) or thread per output (False)?
+
+    Memory is fast when neighbouring threads read neighbouring addresses. Reducing the
+    contiguous last axis: the threads of one workgroup read a row side by side, so a
+    workgroup per output wins unless rows are tiny. Reducing leading axes (sum_to of a
+    gradient over the batch): neighbouring *outputs* are neighbours in memory, so one
+    thread per output reads side by side with its neighbours — as long as there are
+    enough outputs to keep the GPU busy.
+    """
+    contiguous = bool(inner_strides) and inner_strides[-1] == 1
+    if contiguous:
+        return n_red >= 32 or n_out < 2048
+    return n_out < 16384 and n_red >= 32
+
+
 def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     (x,) = (g.nodes[i] for i in node.inputs)
     if node.op == "sum_to":
@@ -175,13 +192,29 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     _check_rank(node, ishape)
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     scale = 1.0 / n_red if node.op in ("mean", "var") and n_red else (math.nan if node.op == "mean" else 1.0)
-    per_group = n_red >= 32 or n_out < 2048
+    per_group = _per_group(n_out, n_red, ist)
     entry = _REDUCE_ENTRY[node.op] + ("_wg" if per_group else "_t")
-    words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
-                    w8=oshape, w16=ost, w24=ishape, w32=ist)
-    groups = groups_for(n_out if per_group else math.ceil(n_out / WG_LINEAR))
-    return [Dispatch(node, (node.op, "f32", entry), family_source("reduce"), entry, words,
-                     {1: x.id, 2: node.id}, groups)]
+    src = family_source("reduce")
+    chunks = 1
+    if per_group and entry in ("sum_wg", "max_wg") and n_out < 1024 and n_red >= 65536:
+        chunks = min(-(-2048 // n_out), -(-n_red // 4096))
+    chunk = -(-n_red // chunks)
+    if chunks == 1:
+        words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
+                        w6=chunk, w7=1, w8=oshape, w16=ost, w24=ishape, w32=ist)
+        groups = groups_for(n_out if per_group else math.ceil(n_out / WG_LINEAR))
+        return [Dispatch(node, (node.op, "f32", entry), src, entry, words, {1: x.id, 2: node.id}, groups)]
+    # two stages: P partial results per output into a scratch buffer, then reduce those
+    scratch = -node.id - 1
+    first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(1.0), w5=NAN_BITS,
+                    w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist)
+    second = _params(w0=n_out, w1=chunks, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=chunks, w7=1,
+                     w8=[n_out], w16=[chunks], w24=[chunks], w32=[1])
+    return [
+        Dispatch(node, (node.op, "f32", entry), src, entry, first, {1: x.id, 2: scratch},
+                 groups_for(n_out * chunks), scratch={scratch: n_out * chunks * 4}),
+        Dispatch(node, (node.op, "f32", entry), src, entry, second, {1: scratch, 2: node.id}, groups_for(n_out)),
+    ]
 
 
 # --- copies: reshape, transpose, broadcast_to, getitem, getitem_grad, concat ---------------

@@ -1,0 +1,168 @@
+"""The wgpu Plan's contract: one submit and one host sync per run, parameters kept on the
+device, float64 warning, binding-limit and feed errors that name the node, NaN
+explanations, adapter selection and the fallback to numpy."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.backends import BackendUnavailable, FeedError, KernelError, NumericsError, wgpu_backend
+
+from wgpu_helpers import require_adapter
+
+require_adapter()
+
+
+def _mlp():
+    with at.Graph() as g:
+        x = at.input("x", (5, 3))
+        w = at.parameter("w", (3, 4))
+        b = at.parameter("b", (4,))
+        loss = at.mean(at.tanh(x @ w + b) ** 2)
+        gw, gb = at.grad(loss, [w, b])
+        new_w, new_b = w - 0.1 * gw, b - 0.1 * gb
+    return g, x, w, b, loss, new_w, new_b
+
+
+def _arrays(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32),
+            rng.standard_normal(4).astype(np.float32))
+
+
+def test_one_submit_and_one_sync_per_run() -> None:
+    g, x, w, b, loss, new_w, new_b = _mlp()
+    X, W, B = _arrays()
+    plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
+    for _ in range(3):
+        plan.run({x: X}, params={w: W, b: B})
+        assert plan.stats["submits"] == 1
+        assert plan.stats["host_syncs"] == 1
+    assert plan.totals["submits"] == plan.totals["runs"] == 3
+
+
+def test_unchanged_params_are_not_uploaded_again_and_changed_ones_are() -> None:
+    g, x, w, b, loss, *_ = _mlp()
+    X, W, B = _arrays()
+    plan = wgpu_backend.compile(g, [loss.node_id])
+    first = plan.run({x: X}, params={w: W, b: B})[0]
+    assert plan.stats["uploads"] >= 3
+    plan.run({x: X}, params={w: W, b: B})
+    assert plan.stats["uploads"] == 0, "same objects, unchanged: nothing should travel to the GPU"
+    W *= 2.0   # in place: same object, new values -> must be uploaded
+    second = plan.run({x: X}, params={w: W, b: B})[0]
+    assert plan.stats["uploads"] == 1
+    ref = at.run(loss, {x: X, w: W, b: B}, backend="numpy")
+    np.testing.assert_allclose(second, ref, rtol=1e-5)
+    assert not np.isclose(first, second)
+
+
+def test_bound_updates_train_on_device_like_numpy() -> None:
+    g, x, w, b, loss, new_w, new_b = _mlp()
+    X, W, B = _arrays(1)
+    plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
+    plan.bind_updates({w: new_w, b: new_b})
+    losses = [plan.run({x: X}, params={w: W, b: B})]
+    for _ in range(4):
+        losses.append(plan.run({x: X}))
+        assert plan.stats["uploads"] == 0 and plan.stats["submits"] == 1 and plan.stats["host_syncs"] == 1
+    assert all(out[1] is None and out[2] is None for out in losses), "bound outputs stay on the device"
+    cur = {w: W.astype(np.float64), b: B.astype(np.float64)}
+    for out in losses:
+        lo, nw, nb = at.run([loss, new_w, new_b], {x: X.astype(np.float64), **cur}, backend="numpy")
+        np.testing.assert_allclose(out[0], lo, rtol=1e-5)
+        cur = {w: nw, b: nb}
+    held = plan.read_params()
+    np.testing.assert_allclose(held["w"], cur[w], rtol=1e-5, atol=1e-6)
+
+
+def test_float64_feeds_warn_once_and_give_float32() -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.exp(x)
+    wgpu_backend._warned_f64 = False
+    with pytest.warns(UserWarning, match="float32"):
+        out = at.run(y, {x: np.ones(3)}, backend="wgpu")
+    assert out.dtype == np.float32
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        at.run(y, {x: np.zeros(3)}, backend="wgpu")
+
+
+def test_buffer_over_the_binding_limit_names_the_node() -> None:
+    with at.Graph() as g:
+        x = at.input("x", (40, 1))
+        y = at.relu(x @ at.constant(np.ones((1, 40)), name="row"))   # (40, 40): 6400 bytes
+    with pytest.raises(wgpu_backend.BindingLimitError, match=r"matmul \(node #\d+ 'matmul', shape \(40, 40\)\) "
+                                                           r"needs 6400 bytes") as e:
+        wgpu_backend.compile(g, [y.node_id], max_binding=1000)
+    assert "backend='numpy'" in str(e.value)
+
+
+def test_missing_feed_and_bad_ids_name_the_node() -> None:
+    with at.Graph():
+        ids = at.input("ids", (3,), dtype="int")
+        table = at.input("table", (4, 2))
+        y = at.embedding(ids, table)
+    with pytest.raises(FeedError, match="missing feed for input 'table'"):
+        at.run(y, {ids: np.array([0, 1, 2])}, backend="wgpu")
+    with pytest.raises(KernelError, match="embedding .*ids must lie in 0..3"):
+        at.run(y, {ids: np.array([0, 4, 1]), table: np.ones((4, 2), np.float32)}, backend="wgpu")
+
+
+def test_int_outputs_come_back_as_int64() -> None:
+    with at.Graph():
+        x = at.input("x", (3, 5))
+        i = at.argmax(x, axis=1)
+    X = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    out = at.run(i, {x: X}, backend="wgpu")
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, np.argmax(X, axis=1))
+
+
+def test_nan_is_explained_by_the_numpy_rerun() -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.log(x - 2.0) * 3.0
+    with pytest.raises(NumericsError, match=r"NaN first appears in log[\s\S]*numpy backend"):
+        at.run(y, {x: np.ones(3, np.float32)}, backend="wgpu")
+    out = at.run(y, {x: np.ones(3, np.float32)}, backend="wgpu", on_nan="ignore")
+    assert np.isnan(out).all()
+
+
+def test_shader_for_returns_the_wgsl_of_a_node() -> None:
+    with at.Graph() as g:
+        x = at.input("x", (2, 3))
+        y = at.softmax(x @ at.constant(np.ones((3, 3))), axis=0)
+    plan = at.backends.compile([y], backend="wgpu")
+    src = plan.shader_for(y)
+    assert "fn softmax_wg" in src and "@compute" in src
+    assert "fn matmul" in plan.shader_for(y.node.inputs[0])
+    with pytest.raises(KeyError, match="runs no kernel"):
+        plan.shader_for(x)
+    assert g is y.graph
+
+
+def test_describe_reports_the_adapter() -> None:
+    info = at.backends.describe()["wgpu"]
+    assert info["available"] and info["backend_type"] == "Vulkan"
+    assert info["cpu_adapter"] == (info["device_type"] == "CPU")
+    assert info["limits"]["max-storage-buffer-binding-size"] > 0
+
+
+def test_no_matching_adapter_says_how_to_get_one_and_auto_falls_back(monkeypatch) -> None:
+    monkeypatch.setenv("ASGTEACH_WGPU_ADAPTER", "no-such-adapter-anywhere")
+    with pytest.raises(BackendUnavailable, match="mesa-vulkan-drivers"):
+        at.backends.get_backend("wgpu")
+    assert at.backends.available() == ["numpy"]
+    assert at.backends.describe()["wgpu"]["available"] is False
+    with at.Graph():
+        x = at.input("x", (2,))
+        y = x * 2.0
+    out = at.run(y, {x: np.array([1.0, 2.0])}, backend="auto")
+    assert out.dtype == np.float64   # numpy ran it: the GPU would have given float32
+    np.testing.assert_array_equal(out, [2.0, 4.0])
