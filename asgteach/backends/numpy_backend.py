@@ -17,14 +17,18 @@ kernels on small arrays take microseconds, so per-step Python overhead matters):
 
 * the steps are written out once as a straight-line Python function (``plan.source``
   shows it), so running costs one call per kernel and nothing else;
-* feeds are fully checked the first time; later runs whose feeds look the same (same
-  keys, ndarrays of the same shapes and precision) take a short path;
+* steps that read only constants (e.g. the seed of a backward pass, scaled and broadcast)
+  are folded: computed once per precision and kept with the constants (``plan.folded``);
+* feeds are fully checked the first time; later runs whose feeds look the same (the
+  same key objects, ndarrays of the declared shapes, one float precision) take a short
+  path; anything else gets the full check and its error messages;
 * a kernel that is a numpy ufunc (``add``, ``mul``, ...) writes its result into an
   input buffer that dies at this step, when that buffer was made by this run (never a
   fed array or a constant) and no other live value is a view of it — the liveness plan
   says when that is safe, as a real framework's memory planner does;
-* the NaN check on the outputs is one BLAS dot product per output (``x . x`` is NaN
-  exactly when some element of x is), and only a hit triggers the step-by-step search.
+* the NaN check on the outputs is one reduction per output (``min(x)``, or the dot
+  product ``x . x`` for small ones: each is NaN exactly when some element of x is), and
+  only a hit triggers the step-by-step search that names the node.
 """
 
 from __future__ import annotations
