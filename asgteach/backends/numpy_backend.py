@@ -458,7 +458,7 @@ def _has_nan(outs: Sequence[Any]) -> bool:
         elif o.size > 16384:
             r = np.minimum.reduce(o, axis=None)
         else:
-            flat = o.reshape(-1)
+            flat = o if o.ndim == 1 else o.ravel()
             r = flat.dot(flat)
         if r != r and np.isnan(o).any():
             return True
