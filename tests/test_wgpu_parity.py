@@ -122,6 +122,8 @@ EXTRA = [
     ("matmul", "odd 3x5 @ 5x7", _matmul((3, 5), (5, 7))),
     ("matmul", "tile multiple 128x8 @ 8x128 (vec4 path)", _matmul((128, 8), (8, 128))),
     ("matmul", "tile multiple 128x16 @ 16x256 (vec4, 2 K-steps)", _matmul((128, 16), (16, 256))),
+    ("matmul", "fallback tile 128x64 (2,128,16) @ (16,64)", _matmul((2, 128, 16), (16, 64))),
+    ("matmul", "fallback tile 64x64 (64,32) @ (32,64)", _matmul((64, 32), (32, 64))),
     ("matmul", "batch broadcast (2,1,3,4) @ (5,4,6)", _matmul((2, 1, 3, 4), (5, 4, 6))),
     ("matmul", "vector @ batched (4,) @ (3,4,2)", _matmul((4,), (3, 4, 2))),
     ("matmul", "batched @ vector (2,3,130) @ (130,)", _matmul((2, 3, 130), (130,))),

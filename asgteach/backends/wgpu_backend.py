@@ -24,7 +24,10 @@ Parameters stay on the GPU between runs
 A training step must not ship its weights to the GPU every time. Two ways:
 
 * ``plan.run(feeds, params={w: W})``: an array that is the *same object* as last time and
-  unchanged (compared on the host, no GPU traffic) is not uploaded again.
+  unchanged is not uploaded again. "Unchanged" is checked against a host copy (no GPU
+  traffic, but a compare of the whole array); a read-only array
+  (``arr.setflags(write=False)``) is trusted without the compare — freeze a batch or a
+  parameter you reuse to make the check free.
 * ``plan.bind_updates({w: w_new})``: after every run, the value of output ``w_new`` is
   copied *on the GPU* into ``w``'s buffer (in the same submit). Feed ``w`` once; later
   runs may leave it out and use the device copy. ``plan.read_params()`` fetches them.
@@ -178,7 +181,7 @@ class Plan:
         # 5. staging: every requested output at its own offset in one mappable buffer
         self._out_offsets: list[int] = []
         off = 0
-        for i in self.outputs:
+        for i in self.outputs:   # (outputs later bound by bind_updates are simply not copied or mapped)
             self._out_offsets.append(off)
             off += _nbytes(graph.nodes[i])
         self.staging = dev.create_buffer(size=max(off, 16), usage=usage.MAP_READ | usage.COPY_DST)
@@ -352,9 +355,12 @@ class Plan:
             enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
         dev.queue.submit([enc.finish()])
         stats["submits"] += 1
-        self.staging.map_sync(self.gpu.wgpu.MapMode.READ)   # waits for the GPU: the one host sync
+        # map only the part of the staging buffer that holds outputs we read back
+        end = max([off + _nbytes(self.graph.nodes[nid]) for nid, off in zip(self.outputs, self._out_offsets)
+                   if nid not in self._device_only] or [16])
+        self.staging.map_sync(self.gpu.wgpu.MapMode.READ, 0, end)   # waits for the GPU: the one host sync
         stats["host_syncs"] += 1
-        raw = np.frombuffer(self.staging.read_mapped(), dtype=np.uint8).copy()
+        raw = np.frombuffer(self.staging.read_mapped(0, end), dtype=np.uint8).copy()
         self.staging.unmap()
 
         outs = []

@@ -25,7 +25,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import Graph, Node
 from ..ops.shape import _decode_index, _sum_to_axes
 from .wgpu_device import family_source
-from .wgpu_matmul import Tile, matmul_source
+from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
 __all__ = ["Dispatch", "lower", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR"]
 
@@ -321,6 +321,11 @@ def _matmul(g: Graph, node: Node, tile: Tile) -> list[Dispatch]:
     nb = int(np.prod(batch, dtype=np.int64))
     if nb > _MAX_GROUPS:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
+    # the vec4 kernel needs tile-multiple sizes: if the preferred tile misses, a smaller one may fit
+    for candidate in (tile, *FALLBACK_TILES):
+        if m % candidate.bm == 0 and n % candidate.bn == 0 and k % candidate.bk == 0:
+            tile = candidate
+            break
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0
     words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w8=bshape, w16=sa, w24=sb)
     variant = f"{tile}:{'fast' if fast else 'edge'}"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .wgpu_device import family_source
 
-__all__ = ["Tile", "DEFAULT_TILE", "tile_from_env", "matmul_source"]
+__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,8 @@ class Tile:
 
 
 DEFAULT_TILE = Tile(128, 128, 16, 8, 8)   # best of the sweep on an H100 (bench/matmul_gpu.py)
+#: tried in order when the sizes are not multiples of the preferred tile, before the edge kernel
+FALLBACK_TILES = (Tile(128, 64, 16, 8, 4), Tile(64, 128, 16, 4, 8), Tile(64, 64, 16, 4, 4), Tile(64, 64, 8, 4, 4))
 
 
 def tile_from_env() -> Tile:
