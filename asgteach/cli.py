@@ -3,7 +3,7 @@
     asgteach lab      JupyterLab on the lessons, bound to 127.0.0.1 (extra arguments go to Jupyter)
     asgteach check    versions, backends, and a tiny graph run and gradient-checked on each backend
     asgteach demo     the DESIGN.md example graph: its nodes, its values, its gradient check
-    asgteach student  (not implemented yet: lands with the lessons issue)
+    asgteach student  student versions of the lessons: solutions cut out, outputs cleared
 
 Every subcommand is a small function that returns an exit code; ``main`` only parses arguments.
 """
@@ -177,7 +177,8 @@ def _lab_folder(requested: str | None) -> Path:
     # so the course is copied once into the current folder and that copy is opened from then on.
     target = Path.cwd() / "asgteach-lessons"
     if not target.exists():
-        shutil.copytree(resources.lessons_dir(), target)
+        # (the installed lessons/ folder is also the asgteach.lessons package: copy the notebooks only)
+        shutil.copytree(resources.lessons_dir(), target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
         print(f"copied the lessons to {target} (your edits stay there)")
     return target
 
@@ -207,9 +208,19 @@ def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 def cmd_student(args: argparse.Namespace) -> int:
-    print("asgteach student is not implemented yet: it lands with the lessons issue (student versions of the "
-          "lessons, with the ### BEGIN SOLUTION / ### END SOLUTION blocks removed).", file=sys.stderr)
-    return 2
+    """Write the student version of every notebook of SRC_DIR into OUT_DIR (see asgteach.lessons.student)."""
+    from asgteach.lessons.student import SolutionMarkerError, write_student_versions
+
+    try:
+        written = write_student_versions(args.src_dir, args.out_dir)
+    except (SolutionMarkerError, FileNotFoundError, ValueError) as e:
+        print(f"asgteach student: {e}", file=sys.stderr)
+        return 1
+    for path, count in written:
+        print(f"  {path}  ({count} exercise{'s' if count != 1 else ''})")
+    total = sum(count for _, count in written)
+    print(f"wrote {len(written)} student notebooks with {total} exercises to {args.out_dir}")
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -246,10 +257,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, default=0, help="seed of the random x and w (default 0)")
     demo.add_argument("--backend", default="numpy", help="numpy (default), wgpu or auto")
 
-    sub.add_parser(
-        "student", help="(not implemented yet) make student versions of the lessons",
-        description="Not implemented yet: lands with the lessons issue.",
+    student = sub.add_parser(
+        "student", help="write student versions of the lessons (solutions cut out)",
+        description="Write a student version of every notebook of SRC_DIR into OUT_DIR: the code between "
+                    "'### BEGIN SOLUTION' and '### END SOLUTION' becomes raise NotImplementedError(\"exercise N\"), "
+                    "outputs and execution counts are cleared, metadata is kept. Markers that do not pair up "
+                    "are an error naming the notebook and the cell, and nothing is written.",
     )
+    student.add_argument("src_dir", metavar="SRC_DIR", help="the folder of solution notebooks, e.g. lessons/")
+    student.add_argument("out_dir", metavar="OUT_DIR", help="where to write the student notebooks")
     return parser
 
 

@@ -23,10 +23,12 @@ def package_dir() -> Path:
     return Path(__file__).resolve().parent
 
 
-def _find(name: str) -> Path:
+def _find(name: str, pattern: str = "*") -> Path:
     here = package_dir()
     for candidate in (here / name, here.parent / name):
-        if candidate.is_dir():
+        # asgteach/lessons/ is also a Python package (the exercise checks): in a checkout it holds no
+        # notebooks, so a folder only counts when it holds files of the kind asked for
+        if candidate.is_dir() and next(candidate.glob(pattern), None) is not None:
             return candidate
     raise FileNotFoundError(
         f"asgteach cannot find its {name}/ folder (looked in {here / name} and {here.parent / name}). "
@@ -51,9 +53,10 @@ def shader_source(family: str) -> str:
 
 def lessons_dir() -> Path:
     """The folder holding the course notebooks (``NN-topic.ipynb``)."""
-    return _find("lessons")
+    return _find("lessons", "*.ipynb")
 
 
 def is_checkout() -> bool:
     """True when running from a source checkout (the repo's ``pyproject.toml`` sits next to the package)."""
-    return (package_dir().parent / "pyproject.toml").is_file() and not (package_dir() / "lessons").is_dir()
+    return (package_dir().parent / "pyproject.toml").is_file() and next(
+        (package_dir() / "lessons").glob("*.ipynb"), None) is None

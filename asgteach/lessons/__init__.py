@@ -1,0 +1,37 @@
+"""What the lessons use besides asgteach itself: exercise checks, planted bugs, student versions.
+
+An exercise in a lesson is two cells (see :mod:`asgteach.lessons.exercises`)::
+
+    from asgteach.lessons import exercise, check, check_array
+
+    with exercise(1):
+        ### BEGIN SOLUTION
+        df_value = at.run(da, {a: A})
+        ### END SOLUTION
+
+    with check(1):
+        check_array(df_value, expected, name="df/da")
+
+* :mod:`~asgteach.lessons.checks` compares an answer with the truth and, when it is wrong,
+  says what and where (the node, the element, expected vs got) in an :class:`ExerciseError`;
+* :mod:`~asgteach.lessons.bugs` plants wrong backward rules for the bug hunts;
+* :mod:`~asgteach.lessons.student` writes the student versions (``asgteach student SRC OUT``):
+  each solution becomes ``raise NotImplementedError("exercise N")``, which ``exercise(N)``
+  reports as "exercise N: not done yet" so that the rest of the notebook still runs.
+
+(The lesson notebooks themselves live in the repository's ``lessons/`` folder; an installed
+wheel puts them next to this package's modules.)
+"""
+
+from __future__ import annotations
+
+from . import bugs
+from .checks import (
+    check_array, check_equal, check_function, check_node_values, check_true, check_vjp_rule, numerical_gradient,
+)
+from .exercises import ExerciseError, check, exercise, status
+
+__all__ = [
+    "ExerciseError", "exercise", "check", "status", "bugs", "check_array", "check_equal", "check_function",
+    "check_node_values", "check_true", "check_vjp_rule", "numerical_gradient",
+]
