@@ -21,10 +21,10 @@ from .backends import (
 from .graph import Graph, Node, default_graph
 from .gradcheck import GradcheckReport, gradcheck
 from .ops import (
-    NotDifferentiableError, abs, add, argmax, broadcast_to, concat, constant, div, embedding, equal, erf, exp,
-    gelu, getitem, greater, input, layer_norm, layer_norm_composite, leaky_relu, log, log_softmax, matmul, max,
-    maximum, mean, minimum, mul, neg, parameter, pow, relu, reshape, sigmoid, sign, silu, softmax, softplus,
-    sqrt, sub, sum, sum_to, tanh, transpose, var, where,
+    NotDifferentiableError, abs, add, argmax, avg_pool2d, broadcast_to, concat, constant, conv2d, div, embedding,
+    equal, erf, exp, gelu, getitem, greater, input, layer_norm, layer_norm_composite, leaky_relu, log, log_softmax,
+    matmul, max, max_pool2d, maximum, mean, minimum, mul, neg, parameter, pow, relu, reshape, sigmoid, sign, silu,
+    softmax, softplus, sqrt, sub, sum, sum_to, tanh, transpose, var, where,
 )
 from .shapes import ShapeError
 from .tensor import Tensor
@@ -44,4 +44,5 @@ __all__ = [
     "relu", "gelu", "silu", "leaky_relu", "softplus", "maximum", "minimum", "where", "greater", "equal",
     "sum", "mean", "max", "var", "argmax", "softmax", "log_softmax", "reshape", "transpose", "matmul",
     "concat", "broadcast_to", "sum_to", "getitem", "layer_norm", "layer_norm_composite", "embedding",
+    "conv2d", "max_pool2d", "avg_pool2d",
 ]

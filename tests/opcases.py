@@ -282,3 +282,31 @@ case("layer_norm", "(2,4) weight, bias")(lambda b: at.layer_norm(b.x((2, 4)), b.
 case("layer_norm", "1-D")(lambda b: at.layer_norm(b.x((5,)), b.x((5,)), b.x((5,))))
 case("layer_norm", "(2,3,4) default affine")(lambda b: at.layer_norm(b.x((2, 3, 4))))
 case("layer_norm", "eps=0.1")(lambda b: at.layer_norm(b.x((3, 3)), b.x((3,)), b.x((3,)), eps=0.1))
+
+# --- convolution and pooling (NCHW) ------------------------------------------------------------
+from asgteach.ops import conv as _conv  # noqa: E402
+
+case("conv2d", "3x3 plain")(lambda b: _conv.conv2d(b.x((2, 3, 5, 5)), b.x((4, 3, 3, 3))))
+case("conv2d", "stride 2 pad 1 rect kernel")(
+    lambda b: _conv.conv2d(b.x((1, 2, 6, 5)), b.x((3, 2, 3, 2)), stride=2, padding=1))
+case("conv2d", "dilation 2 groups 2")(
+    lambda b: _conv.conv2d(b.x((1, 4, 7, 6)), b.x((6, 2, 2, 3)), stride=(1, 2), padding=(2, 1), dilation=2, groups=2))
+_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
+case("conv2d_grad_input", "stride (2,1) pad (1,0)")(
+    lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5), **_CONV))
+case("conv2d_grad_weight", "stride (2,1) pad (1,0)")(
+    lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)), w_shape=(3, 2, 3, 3), **_CONV))
+case("max_pool2d", "2x2")(lambda b: _conv.max_pool2d(b.x((2, 3, 4, 6), value=b.distinct((2, 3, 4, 6))), 2))
+case("max_pool2d", "3x3 stride 2 pad 1")(
+    lambda b: _conv.max_pool2d(b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5))), 3, stride=2, padding=1))
+_POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}
+case("max_pool2d_grad", "3x3 stride 2 pad 1")(
+    lambda b: apply("max_pool2d_grad", b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5)), diff=False),
+                    b.x((1, 2, 3, 3)), **_POOL))
+case("max_pool2d_gather", "3x3 stride 2 pad 1")(
+    lambda b: apply("max_pool2d_gather", b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5)), diff=False),
+                    b.x((1, 2, 5, 5)), **_POOL))
+case("avg_pool2d", "2x2")(lambda b: _conv.avg_pool2d(b.x((2, 3, 4, 6)), 2))
+case("avg_pool2d", "3x3 stride 2 pad 1")(lambda b: _conv.avg_pool2d(b.x((1, 2, 5, 5)), 3, stride=2, padding=1))
+case("avg_pool2d_grad", "3x3 stride 2 pad 1")(
+    lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_POOL))

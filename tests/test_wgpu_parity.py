@@ -118,6 +118,30 @@ def _broadcast3():
         a: np.random.default_rng(9).integers(0, 2, (2, 1, 3, 1)).astype(float), b: _x((4, 1, 5)), c: _x((3, 1))}
 
 
+def _conv(xs, ws, **kw):
+    def build():
+        x, w = at.input("x", xs), at.input("w", ws)
+        return at.conv2d(x, w, **kw), [x, w], {x: _x(xs, seed=12), w: _x(ws, seed=13)}
+    return build
+
+
+def _pool_ties(op, shape, **kw):
+    # integer values in a small range: most windows hold several equal maxima, so the
+    # GPU must pick the FIRST one exactly as numpy does (forward, gradient and its gather)
+    def build():
+        x = at.input("x", shape)
+        return getattr(at, op)(x, **kw), [x], {x: np.random.default_rng(14).integers(-2, 3, shape).astype(float)}
+    return build
+
+
+def _max_pool_grad_ties():
+    # the gradient of the gradient (max_pool2d_gather) with tied windows that overlap
+    x, g = at.input("x", (2, 3, 7, 6)), at.input("g", (2, 3, 4, 3))
+    dx = at.ops.apply("max_pool2d_grad", x, g, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1))
+    feeds = {x: np.random.default_rng(15).integers(-1, 2, (2, 3, 7, 6)).astype(float), g: _x((2, 3, 4, 3), seed=16)}
+    return dx, [g], feeds
+
+
 EXTRA = [
     ("matmul", "odd 3x5 @ 5x7", _matmul((3, 5), (5, 7))),
     ("matmul", "tile multiple 128x8 @ 8x128 (vec4 path)", _matmul((128, 8), (8, 128))),
@@ -143,6 +167,19 @@ EXTRA = [
     ("max", "two-stage: (2, 70000) axis 1", _reduce("max", (2, 70000), 1)),
     ("sum_to", "leading axes, one thread per output (40, 17000) -> (17000,)", _sum_to((40, 17000), (17000,))),
     ("mul", "where/pow/abs broadcast over 4 axes", _broadcast3),
+    ("conv2d", "depthwise 3x3 pad 1 (groups = channels)", _conv((2, 4, 9, 7), (4, 1, 3, 3), padding=1, groups=4)),
+    ("conv2d", "1x1, stride 3 > kernel (rows skipped)", _conv((1, 5, 8, 8), (3, 5, 1, 1), stride=3)),
+    ("conv2d", "5x3 kernel, dilation (2,3), stride (2,1), pad (3,2), groups 3",
+     _conv((2, 6, 11, 10), (9, 2, 5, 3), stride=(2, 1), padding=(3, 2), dilation=(2, 3), groups=3)),
+    ("conv2d", "grad_weight sums 1600 terms per output (> one workgroup)", _conv((4, 3, 21, 21), (8, 3, 3, 3))),
+    ("max_pool2d", "ties, 2x2", _pool_ties("max_pool2d", (2, 3, 6, 8), kernel_size=2)),
+    ("max_pool2d", "ties, overlapping 3x3 stride 1 pad 1",
+     _pool_ties("max_pool2d", (1, 2, 7, 5), kernel_size=3, stride=1, padding=1)),
+    ("max_pool2d", "ties, (3,2) kernel stride (1,3)", _pool_ties("max_pool2d", (2, 2, 6, 9), kernel_size=(3, 2),
+                                                                  stride=(1, 3))),
+    ("max_pool2d_grad", "ties, overlapping windows (its VJP is the gather)", _max_pool_grad_ties),
+    ("avg_pool2d", "overlapping 3x3 stride 1 pad 1", _pool_ties("avg_pool2d", (2, 3, 5, 6), kernel_size=3, stride=1,
+                                                                 padding=1)),
 ]
 
 

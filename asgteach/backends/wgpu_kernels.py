@@ -348,9 +348,49 @@ def _gather(g: Graph, node: Node) -> list[Dispatch]:
                                      groups_for(math.ceil(src.size / WG_LINEAR)))]
 
 
+# --- convolution and pooling (NCHW) ----------------------------------------------------------
+def _conv(g: Graph, node: Node) -> list[Dispatch]:
+    """conv2d and its gradients: one thread per output (grad_weight: a workgroup per output)."""
+    a, b = (g.nodes[i] for i in node.inputs)
+    attrs = node.attrs
+    if node.op == "conv2d":
+        x_shape, w_shape, y_shape = a.shape, b.shape, node.shape
+    elif node.op == "conv2d_grad_input":
+        x_shape, w_shape, y_shape = node.shape, b.shape, a.shape
+    else:
+        x_shape, w_shape, y_shape = a.shape, node.shape, b.shape
+    n, c, h, w = x_shape
+    o, cg, kh, kw = w_shape
+    _, _, oh, ow = y_shape
+    groups = attrs["groups"]
+    words = _params(w0=node.size, w1=[n, c, h, w, o, oh, ow, kh, kw], w10=list(attrs["stride"]),
+                    w12=list(attrs["padding"]), w14=list(attrs["dilation"]), w16=[c // groups, o // groups])
+    per_group = node.op == "conv2d_grad_weight"
+    grid = groups_for(node.size if per_group else math.ceil(node.size / WG_LINEAR))
+    return [Dispatch(node, (node.op, "f32", ""), family_source("conv"), node.op, words, {1: a.id, 2: b.id, 3: node.id},
+                     grid)]
+
+
+def _pool(g: Graph, node: Node) -> list[Dispatch]:
+    """Pooling and its gradients: one thread per output element, winners recomputed where needed."""
+    ins = [g.nodes[i] for i in node.inputs]
+    attrs = node.attrs
+    grad = node.op.endswith("_grad")   # (x, g) or (g,) -> dx; the others map x-sized inputs to pooled outputs
+    x_shape = node.shape if grad else ins[0].shape
+    y_shape = ins[-1].shape if grad else node.shape
+    n, c, h, w = x_shape
+    oh, ow = y_shape[2:]
+    words = _params(w0=node.size, w1=[n, c, h, w, oh, ow], w7=list(attrs["kernel_size"]), w9=list(attrs["stride"]),
+                    w11=list(attrs["padding"]))
+    binds = {1 + k: x.id for k, x in enumerate(ins)}
+    binds[3] = node.id
+    return [Dispatch(node, (node.op, "f32", ""), family_source("pool"), node.op, words, binds,
+                     groups_for(math.ceil(node.size / WG_LINEAR)))]
+
+
 _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
     "elementwise": _elementwise, "reduce": _reduce, "copy": _copy_family, "softmax": _softmax,
-    "layer_norm": _layer_norm, "gather": _gather,
+    "layer_norm": _layer_norm, "gather": _gather, "conv": _conv, "pool": _pool,
 }
 
 

@@ -12,6 +12,7 @@ from .attention import (  # noqa: F401
     LearnedPositionalEmbedding, MultiHeadAttention, RotaryEmbedding, SinusoidalPositionalEncoding, TransformerBlock,
     causal_mask,
 )
+from .conv import AvgPool2d, Conv2d, MaxPool2d  # noqa: F401
 from .data import DataLoader, Dataset  # noqa: F401
 from .layers import MLP, Dropout, Embedding, FeedForward, LayerNorm, Linear, get_activation  # noqa: F401
 from .losses import (  # noqa: F401

@@ -19,3 +19,4 @@ from .reduce import argmax, max, mean, sum, var  # noqa: F401
 from .shape import broadcast_to, concat, getitem, reshape, sum_to, transpose  # noqa: F401
 from .linalg import matmul  # noqa: F401
 from .nn import embedding, layer_norm, layer_norm_composite, log_softmax, softmax  # noqa: F401
+from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401
