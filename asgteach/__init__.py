@@ -28,6 +28,7 @@ from .ops import (
 )
 from .shapes import ShapeError
 from .tensor import Tensor
+from .widgets.show import show
 from . import nn  # noqa: E402  (nn builds on everything above)
 from .nn import DataLoader, Dataset, Trainer, WeightsFileError
 from .nn import init, optim
@@ -35,7 +36,7 @@ from .nn import init, optim
 __version__ = "0.1.0"
 
 __all__ = [
-    "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError",
+    "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError",
     "Graph", "Node", "Tensor", "ShapeError", "NotDifferentiableError", "FeedError", "KernelError",
     "NumericsError", "BackendUnavailable", "default_graph", "ops", "grad", "jvp", "hvp", "run", "compile",
     "available", "describe", "get_backend", "gradcheck", "GradcheckReport",

@@ -256,6 +256,12 @@ class Graph:
     def __exit__(self, *exc: object) -> None:
         _stack().pop()
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """A Graph ending a notebook cell draws itself (lazy import: this module imports nothing of ours)."""
+        from .widgets.show import notebook_bundle
+
+        return notebook_bundle(self, include, exclude)
+
     def __repr__(self) -> str:
         fwd = sum(1 for n in self.nodes if n.phase == "forward")
         return f"<Graph {self.name!r}: {len(self.nodes)} nodes ({fwd} forward, {len(self.nodes) - fwd} backward)>"

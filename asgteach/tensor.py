@@ -66,6 +66,12 @@ class Tensor:
     def op(self) -> str:
         return self.node.op
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """A Tensor ending a notebook cell draws its graph (asgteach.widgets, imported lazily)."""
+        from .widgets.show import notebook_bundle
+
+        return notebook_bundle(self, include, exclude)
+
     def __repr__(self) -> str:
         n = self.node
         label = f" {n.name!r}" if n.name != n.op else ""

@@ -88,7 +88,9 @@ class Module:
         for a in args:
             if isinstance(a, Tensor) and a.graph is not self.graph:
                 raise ValueError(f"{self.kind} '{self.name}' was created in another graph than its input")
-        return self.forward(*args, **kwargs)
+        # nodes built by forward() remember their module (meta["module"]): graph views group them by layer
+        with self.graph.phase(self.graph._phase, module=self.name):
+            return self.forward(*args, **kwargs)
 
     def __repr__(self) -> str:
         lines = [f"{self.kind}('{self.name}')"]

@@ -1,4 +1,39 @@
-"""Notebook views: the graph widget, the node inspector, plots.
+"""Notebook views: the graph widget with its Node Inspector, a static fallback, and plots.
 
-So far this holds the plots (``plots.py``); the GraphView lands with the widgets issue.
+* ``show.py``     — ``at.show``: pick the interactive view or the static one
+* ``view.py``     — GraphView: ipycytoscape graph + toolbar + inspector (state and events)
+* ``elements.py`` — Graph -> drawable elements (scope, labels, layer groups, collapse)
+* ``steps.py``    — the recorded backward sweep, one visit at a time
+* ``inspector.py``— the HTML that explains one node; ``values.py`` — numbers and heatmaps
+* ``styles.py``   — colours per category, the cytoscape stylesheet, the legend
+* ``static.py``   — HTML/SVG rendering without a widget frontend
+* ``plots.py``    — gradcheck figure and the live loss chart
+
+Nothing here imports ipywidgets or ipycytoscape until a view is actually built.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["show", "GraphView", "static_html", "gradcheck_figure", "LossChart"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: `import asgteach` must not pull in the widget stack
+    if name == "show":
+        from .show import show
+
+        return show
+    if name == "GraphView":
+        from .view import GraphView
+
+        return GraphView
+    if name == "static_html":
+        from .static import static_html
+
+        return static_html
+    if name in ("gradcheck_figure", "LossChart"):
+        from . import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module 'asgteach.widgets' has no attribute {name!r}")

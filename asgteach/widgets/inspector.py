@@ -1,0 +1,264 @@
+"""The Node Inspector: the HTML that explains one node (or one collapsed layer).
+
+For any node it says, in the chosen language: what the op does, its formula and backward
+rule (LaTeX, rendered by the HTMLMath widget's MathJax), why it is used and its pitfalls;
+for a parameter, its role in this model (from its layer/role/init metadata); then the
+technical facts (id, op, shape, dtype, phase, inputs, the user's source line). When the
+view has numbers, also the node's value and gradient (statistics and a heatmap) and the
+backward rule worked out on this node's own numbers.
+
+Everything the user typed (node names, layer names, source text) is HTML-escaped:
+a node called ``<img src=x onerror=alert(1)>`` is shown as text, never run.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..graph import Graph, Node, source_line_text
+from .elements import category_of, group_path, shape_text
+from .i18n import t
+from .styles import category_label, colour
+from .values import heatmap_img, stats
+
+__all__ = ["InspectorData", "explanation", "node_html", "group_html", "prose", "esc", "empty_html"]
+
+
+def esc(text: Any) -> str:
+    """HTML-escape anything (quotes too: names end up inside attributes as well)."""
+    return html.escape(str(text), quote=True)
+
+
+def prose(text: str) -> str:
+    """Explanation prose -> HTML: escaped, with `backticks` as <code> (MathJax leaves code alone)."""
+    escaped = esc(text).replace("$", "&#36;")
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+
+
+def _math(latex: str, display: bool = True) -> str:
+    delim = "$$" if display else "$"
+    return f'<div class="asg-math">{delim}{esc(latex)}{delim}</div>' if display else f"{delim}{esc(latex)}{delim}"
+
+
+@dataclass
+class InspectorData:
+    """What the inspector may draw on besides the graph: values and the gradient map.
+
+    ``values``: node id -> array (forward and backward nodes alike).
+    ``grads``: forward node id -> id of the node holding dL/d(that node), from the latest
+    recorded ``at.grad`` sweep. ``senders``: (receiver, sender) -> contribution node id.
+    """
+
+    graph: Graph
+    values: dict[int, np.ndarray] = field(default_factory=dict)
+    grads: dict[int, int] = field(default_factory=dict)
+    senders: dict[tuple[int, int], int] = field(default_factory=dict)
+
+
+def explanation(node: Node | str, lang: str) -> tuple[Any, str | None]:
+    """``(record, note)``: the explain record (or None) and a note when it is missing or English-only."""
+    try:
+        from .. import explain
+    except Exception:  # noqa: BLE001 - the explanations package may be absent or broken
+        return None, t("no_explanation", lang)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rec = explain.explain(node, lang)
+    except Exception:  # noqa: BLE001 - no record for this op yet
+        return None, t("no_explanation", lang)
+    note = t("no_explanation", lang) + " (English)" if caught and getattr(rec, "lang", lang) != lang[:2] else None
+    return rec, note
+
+
+def _section(title: str, body: str, cls: str) -> str:
+    return (f'<div class="asg-sec {cls}"><div class="asg-h" style="font-weight:bold;margin-top:8px">'
+            f'{esc(title)}</div>{body}</div>')
+
+
+def _labels(lang: str) -> dict[str, str]:
+    try:
+        from .. import explain
+
+        return explain.labels(lang)
+    except Exception:  # noqa: BLE001
+        return {"what": "What it does", "formula": "Formula", "vjp": "Backward rule (VJP)", "why": "Why",
+                "pitfalls": "Pitfalls", "role": "Role in this model", "init": "Initialisation", "notation": ""}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _stats_html(a: np.ndarray, title: str, lang: str) -> str:
+    s = stats(a)
+    parts = [f"{t('shape', lang)} {esc(shape_text(s['shape']))}"]
+    if "min" in s:
+        if a.size == 1:
+            parts.append(f"= <b>{esc(_fmt(float(np.asarray(a, dtype=np.float64).reshape(-1)[0])))}</b>")
+        else:
+            parts.append(" · ".join(f"{t(k, lang)} {esc(_fmt(s[k]))}" for k in ("min", "mean", "max")))
+    if s.get("nonfinite"):
+        parts.append(f'<span style="color:#c0392b">{s["nonfinite"]} {t("nonfinite", lang)}</span>')
+    return (f'<div class="asg-stats"><b>{esc(title)}</b>: {" · ".join(parts)}</div>'
+            f'{heatmap_img(a, title) if a.size > 1 else ""}')
+
+
+def _entry(a: np.ndarray, idx: tuple[int, ...]) -> float:
+    return float(np.asarray(a, dtype=np.float64)[idx]) if a.ndim else float(a)
+
+
+def _local_html(data: InspectorData, node: Node, lang: str) -> str:
+    """The backward rule with numbers: g at one entry, and what each input receives there."""
+    g_id = data.grads.get(node.id)
+    if g_id is None or g_id not in data.values or node.op in ("input", "parameter", "constant"):
+        return ""
+    g = np.asarray(data.values[g_id])
+    idx = (0,) * g.ndim
+    rows = [f"<li>{t('entry', lang)} {esc(list(idx))}: g = ∂L/∂y = <b>{esc(_fmt(_entry(g, idx)))}</b>"]
+    if node.id in data.values:
+        rows[0] += f", y = {esc(_fmt(_entry(np.asarray(data.values[node.id]), idx)))}"
+    rows[0] += "</li>"
+    for k, i in enumerate(node.inputs):
+        c_id = data.senders.get((i, node.id))
+        if c_id is None or c_id not in data.values:
+            continue
+        c = np.asarray(data.values[c_id])
+        inp = data.graph.nodes[i]
+        j = idx if c.shape == g.shape else (0,) * c.ndim
+        line = (f"<li>x<sub>{k}</sub> = {esc(inp.name)} #{i}"
+                + (f" = {esc(_fmt(_entry(np.asarray(data.values[i]), j)))}" if i in data.values
+                   and np.asarray(data.values[i]).shape == c.shape else "")
+                + f" {t('receives', lang)} <b>{esc(_fmt(_entry(c, j)))}</b>")
+        if c.shape == g.shape and len(node.inputs) == 1 and _entry(g, idx) != 0:
+            line += f"; {t('local_slope', lang)} = <b>{esc(_fmt(_entry(c, j) / _entry(g, idx)))}</b>"
+        rows.append(line + "</li>")
+        rows.append("<li style='list-style:none'>" + _stats_html(c, f"∂L/∂x{k}", lang) + "</li>")
+    return _section(t("local", lang), f"<ul>{''.join(rows)}</ul>", "asg-local")
+
+
+def _backward_note(data: InspectorData, node: Node, lang: str) -> str:
+    g = data.graph
+    bits = []
+    for key, word in (("vjp_of", "part_of_rule"), ("accumulates", "sums_for"), ("seed_of", "seed_for")):
+        target = node.meta.get(key)
+        if isinstance(target, int) and 0 <= target < len(g.nodes):
+            tn = g.nodes[target]
+            bits.append(f"{t(word, lang)} <b>{esc(tn.op)}</b> <code>{esc(tn.name)}</code> #{target}")
+    target = node.meta.get("grad_of")
+    if isinstance(target, int) and 0 <= target < len(g.nodes):
+        bits.append(f"{t('grad_result', lang)}<code>{esc(g.nodes[target].name)}</code> (#{target})")
+    return "".join(f'<div class="asg-bnote">{b}</div>' for b in bits)
+
+
+def _technical(data: InspectorData, node: Node, lang: str) -> str:
+    g = data.graph
+    consumers = [n.id for n in g.nodes[node.id + 1:] if node.id in n.inputs]
+    rows = [
+        (t("id", lang), f"#{node.id}"), (t("op", lang), esc(node.op)),
+        (t("name", lang), f"<code>{esc(node.name)}</code>"),
+        (t("shape", lang), esc(shape_text(node.shape))), (t("dtype", lang), esc(node.dtype)),
+        (t("phase", lang), esc(node.phase)),
+        (t("inputs", lang), ", ".join(f"#{i} {esc(g.nodes[i].op)} <code>{esc(g.nodes[i].name)}</code> "
+                                      f"{esc(shape_text(g.nodes[i].shape))}" for i in node.inputs) or "—"),
+        (t("consumers", lang), ", ".join(f"#{i} {esc(g.nodes[i].op)}" for i in consumers[:12])
+         + (" …" if len(consumers) > 12 else "") or "—"),
+    ]
+    if node.attrs:
+        rows.append((t("attrs", lang), esc(", ".join(f"{k}={v}" for k, v in node.attrs.items()))))
+    line = source_line_text(node.source)
+    where = f"<code>{esc(node.source)}</code>" + (f"<br><code>{esc(line)}</code>" if line else "")
+    rows.append((t("source", lang), where))
+    meta = {k: v for k, v in node.meta.items() if v not in (None, {}, "")}
+    if meta:
+        rows.append((t("meta", lang), esc(", ".join(f"{k}={v}" for k, v in meta.items()))))
+    body = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{k}</td><td>{v}</td></tr>"
+                   for k, v in rows)
+    return (f'<details class="asg-tech"><summary>{esc(t("technical", lang))}</summary>'
+            f'<table style="font-size:11px">{body}</table></details>')
+
+
+def _chip(cat: str, lang: str) -> str:
+    return (f'<span class="asg-cat" style="background:{colour(cat)};border:1px solid #666;border-radius:3px;'
+            f'padding:0 5px;font-size:11px">{esc(category_label(cat, lang))}</span>')
+
+
+def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
+    """The inspector page for node ``node_id``."""
+    node = data.graph.nodes[node_id]
+    rec, note = explanation(node, lang)
+    lab = _labels(lang)
+    cat = category_of(node)
+    title = rec.headline if rec is not None else node.op
+    out = [f'<div class="asg-inspector" data-node="{node.id}" data-lang="{esc(lang)}">',
+           f'<div class="asg-title" style="font-weight:bold;font-size:14px">{_chip(cat, lang)} {esc(title)}</div>',
+           f'<div class="asg-name"><code>{esc(node.name)}</code> #{node.id} · {esc(shape_text(node.shape))}'
+           f' · {esc(node.phase)}</div>']
+    if node.phase == "backward":
+        out.append(_backward_note(data, node, lang))
+    if note:
+        out.append(f'<div class="asg-note" style="color:#a05a00">{esc(note)}</div>')
+    if rec is not None:
+        out.append(_section(lab.get("what", "What"), f"<p>{prose(rec.what)}</p>", "asg-what"))
+        out.append(_section(lab.get("formula", "Formula"), _math(rec.formula), "asg-formula"))
+        notation = lab.get("notation", "")
+        out.append(_section(lab.get("vjp", "Backward rule"), _math(rec.vjp)
+                            + (f'<div style="font-size:11px;color:#555">{prose(notation)}</div>' if notation else ""),
+                            "asg-vjp"))
+        out.append(_section(lab.get("why", "Why"), f"<p>{prose(rec.why)}</p>", "asg-why"))
+        if getattr(rec, "pitfalls", ""):
+            out.append(f'<details class="asg-pitfalls"><summary>{esc(lab.get("pitfalls", "Pitfalls"))}</summary>'
+                       f"<p>{prose(rec.pitfalls)}</p></details>")
+        role = getattr(rec, "role", None)
+        if role is not None:
+            body = f"<p><b>{prose(role.headline)}</b></p><p>{prose(role.what)}</p>"
+            if role.formula:
+                body += _math(role.formula)
+            body += f"<p>{prose(role.why)}</p>"
+            if role.init is not None:
+                body += f"<p><i>{esc(lab.get('init', 'Initialisation'))}</i>: {prose(role.init.summary)}</p>"
+            out.append(_section(lab.get("role", "Role"), body, "asg-role"))
+    if data.values:
+        vals = []
+        if node.id in data.values:
+            vals.append(_stats_html(np.asarray(data.values[node.id]), t("value", lang), lang))
+        gid = data.grads.get(node.id)
+        if gid is not None and gid in data.values:
+            vals.append(_stats_html(np.asarray(data.values[gid]), t("gradient", lang), lang))
+        if vals:
+            out.append(_section(t("value", lang), "".join(vals), "asg-values"))
+        out.append(_local_html(data, node, lang))
+    out.append(_technical(data, node, lang))
+    out.append("</div>")
+    return "".join(out)
+
+
+def group_html(data: InspectorData, group: str, member_ids: list[int], lang: str = "en", is_open: bool = False) -> str:
+    """The inspector page for a layer group (collapsed or open)."""
+    g = data.graph
+    ops: dict[str, int] = {}
+    for i in member_ids:
+        ops[g.nodes[i].op] = ops.get(g.nodes[i].op, 0) + 1
+    params = [g.nodes[i] for i in member_ids if g.nodes[i].op == "parameter" and group_path(g, g.nodes[i])]
+    rows = "".join(f"<li><code>{esc(p.name)}</code> {esc(shape_text(p.shape))} "
+                   f"({esc(p.meta.get('role') or '')}, init={esc(p.meta.get('init'))})</li>" for p in params[:20])
+    counts = ", ".join(f"{esc(op)}×{n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
+    kinds = {p.meta.get("layer_kind") for p in params if p.meta.get("layer_kind")}
+    kind = f" ({esc(', '.join(sorted(kinds)))})" if kinds else ""
+    hint = t("click_collapse", lang) if is_open else t("click_expand", lang)
+    return (f'<div class="asg-inspector asg-group" data-group="{esc(group)}" data-lang="{esc(lang)}">'
+            f'<div class="asg-title" style="font-weight:bold;font-size:14px">{esc(t("group", lang))} '
+            f'<code>{esc(group)}</code>{kind}</div>'
+            f'<p>{len(member_ids)} {esc(t("nodes_in_group", lang))}: {counts}</p>'
+            + (f"<ul>{rows}</ul>" if rows else "") + f"<p><i>{esc(hint)}</i></p></div>")
+
+
+def empty_html(lang: str = "en") -> str:
+    """What the inspector says before anything is clicked."""
+    return f'<div class="asg-inspector asg-empty" data-lang="{esc(lang)}"><p>{esc(t("click_hint", lang))}</p></div>'

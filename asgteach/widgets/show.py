@@ -1,0 +1,101 @@
+"""``at.show``: draw a graph in a notebook — interactive when widgets work, static otherwise."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["show", "widgets_available", "notebook_bundle"]
+
+
+def widgets_available() -> bool:
+    """Can an interactive view be built here (ipywidgets and ipycytoscape importable)?"""
+    try:
+        import ipycytoscape  # noqa: F401
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def show(
+    x: Any,
+    values: Mapping[Any, Any] | None = None,
+    lang: str = "en",
+    *,
+    feeds: Mapping[Any, Any] | None = None,
+    trainer: Any = None,
+    mode: str | None = None,
+    collapse: bool | None = None,
+    static: bool = False,
+    display: bool = True,
+) -> Any:
+    """Show ``x`` (a Tensor, a list of Tensors or a Graph) as a clickable graph.
+
+    Args:
+        x: what to draw. A Tensor shows what it depends on, plus the gradient nodes that
+            ``at.grad`` appended for it.
+        values: arrays to show in the inspector, ``{Tensor | node id | name: array}``.
+        lang: "en" or "ru" (switchable in the toolbar).
+        feeds: ``{x: X, ...}``: run the graph (numpy) and attach every drawn node's value
+            and gradient, e.g. ``at.show(loss, feeds={x: X, w: W})``.
+        trainer: a Trainer: use its current parameters (``feeds`` then holds the batch).
+        mode: "forward", "backward" or "both" (default: both when gradients exist).
+        collapse: start with every layer collapsed (default: when > 150 nodes are drawn).
+        static: draw HTML/SVG instead of a widget (also used when widgets are missing).
+        display: display the view now (in IPython) as well as returning it.
+
+    Returns:
+        The :class:`~asgteach.widgets.view.GraphView` (``.widget`` is the ipywidgets box),
+        or, when static, an ``IPython.display.HTML`` object.
+    """
+    if static or not widgets_available():
+        from .static import static_html
+
+        expanded: Any = "auto" if collapse is None else (set() if collapse else None)
+        page = static_html(x, lang=lang, mode=mode, expanded=expanded)
+        try:
+            from IPython.display import HTML
+        except ImportError:
+            return page
+        return HTML(page)
+    from .view import GraphView
+
+    view = GraphView(x, values=values, feeds=feeds, trainer=trainer, lang=lang, mode=mode, collapse=collapse)
+    if display:
+        try:
+            from IPython import get_ipython
+            from IPython.display import display as _display
+        except ImportError:
+            return view
+        if get_ipython() is not None:
+            _display(view)
+            return None
+    return view
+
+
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a widget can be drawn), False in a terminal or script."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """The display data of a Graph or Tensor that ends a notebook cell.
+
+    In a kernel with widgets: the GraphView (its widget view plus the static HTML, which
+    nbconvert and GitHub show instead). Elsewhere: the static HTML and the plain repr.
+    """
+    plain = repr(x)
+    if _in_kernel() and widgets_available():
+        from .view import GraphView
+
+        data = GraphView(x)._repr_mimebundle_(include=include, exclude=exclude)
+        data["text/plain"] = plain
+        return data
+    from .static import static_html
+
+    return {"text/plain": plain, "text/html": static_html(x)}

@@ -1,0 +1,415 @@
+"""GraphView: the interactive graph (ipycytoscape), its toolbar and the Node Inspector.
+
+Layout of the widget::
+
+    [Fit] [forward|backward|both] [EN|RU] [Step backward ▸] [◂] [Reset] [Expand all] [WGSL]
+    +---------------------------------------------+-------------------------+
+    |  the graph (dagre layout, top to bottom)    |  Node Inspector         |
+    +---------------------------------------------+-------------------------+
+    legend (one colour per category)
+    WGSL source (when asked)
+
+The Python side holds all state (mode, open groups, selection, step); the browser only
+draws. Two quirks of ipycytoscape 1.3.3 shape the code:
+
+* it does not fit the graph into its box on first paint (the box has no size yet when the
+  layout runs), so the view asks the browser to resize-and-fit shortly after it is shown
+  and whenever *Fit* is pressed (a 1px change of the widget's height triggers exactly
+  ``cy.resize(); cy.fit()`` in its frontend);
+* element widgets cannot be reused after being taken out of the graph (their "removed"
+  flag stays set), so every rebuild makes fresh element widgets and closes the old ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+from .elements import (
+    COLLAPSE_DEFAULT, MODES, Scope, build_elements, group_path, groups_of, parse_element_id, scope_of, visible_ids,
+)
+from .i18n import LANGS, t
+from .inspector import InspectorData, empty_html, esc, group_html, node_html
+from .steps import Step, grad_passes, steps_of
+from .styles import cytoscape_style, legend_html
+
+__all__ = ["GraphView", "COLLAPSE_AT"]
+
+#: Above this many drawn nodes, layers start collapsed (one node per layer).
+COLLAPSE_AT = COLLAPSE_DEFAULT
+
+
+def _wgpu_plan_shader(graph: Any, node_id: int) -> str:
+    """The WGSL source the wgpu backend runs for ``node_id`` (raises if there is none)."""
+    from ..backends import compile as _compile
+    from ..tensor import Tensor
+
+    plan = _compile([Tensor(graph, node_id)], "wgpu")
+    shader_for = getattr(plan, "shader_for", None)
+    if shader_for is None:
+        raise RuntimeError("this wgpu backend cannot show its kernels (no Plan.shader_for)")
+    return shader_for(node_id)
+
+
+class GraphView:
+    """An interactive view of a graph: click nodes, switch passes, step through backward.
+
+    Build it with :func:`asgteach.show`. ``view.widget`` is the ipywidgets box; the view
+    displays itself in a notebook (``_ipython_display_``).
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        values: Mapping[Any, Any] | None = None,
+        feeds: Mapping[Any, Any] | None = None,
+        trainer: Any = None,
+        lang: str = "en",
+        mode: str | None = None,
+        collapse: bool | None = None,
+        height: str = "520px",
+    ) -> None:
+        import ipycytoscape
+        import ipywidgets as w
+
+        from .values import compute_values, resolve_values
+
+        self.scope: Scope = scope_of(target)
+        self.graph = g = self.scope.graph
+        self.lang = lang.lower()[:2] if lang.lower()[:2] in LANGS else "en"
+        self.mode = mode or ("both" if self.scope.has_backward else "forward")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        self.groups = groups_of(g, self.scope.ids)
+        n_drawn = len(visible_ids(self.scope, self.mode)[0])
+        start_closed = collapse if collapse is not None else n_drawn > COLLAPSE_AT
+        #: groups drawn open; None: all open
+        self.expanded: set[str] | None = set() if start_closed else None
+
+        vals = resolve_values(g, values)
+        if feeds is not None or trainer is not None:
+            vals = {**compute_values(g, self.scope.ids, feeds, trainer), **vals}
+        passes = [p for p in grad_passes(g) if p.get("y") in set(self.scope.ids)]
+        self.pass_record = passes[-1] if passes else None
+        self.steps: list[Step] = steps_of(g, self.pass_record) if self.pass_record else []
+        senders = {(s.node, snd): c for s in self.steps for c, snd in zip(s.contributions, s.senders)
+                   if snd is not None}
+        grads = {int(k): int(v) for k, v in self.pass_record["grads"].items()} if self.pass_record else {}
+        self.data = InspectorData(g, vals, grads, senders)
+        self.step_index = -1
+        self.selected: str | None = None
+        self._element_widgets: dict[str, Any] = {}
+        self._elements: list[dict] = []
+
+        self.cyto = ipycytoscape.CytoscapeWidget(layout=w.Layout(height=height, width="100%"))
+        self._height = height
+        self.cyto.set_style(cytoscape_style())
+        self.cyto.cytoscape_layout = {"name": "dagre", "rankDir": "TB", "nodeSep": 14, "rankSep": 26,
+                                      "edgeSep": 6, "fit": True, "padding": 12, "animate": False}
+        self.cyto.min_zoom, self.cyto.max_zoom = 0.02, 4.0
+        self.cyto.on("node", "click", self._on_click)
+        self.inspector = w.HTMLMath(value=empty_html(self.lang),
+                                    layout=w.Layout(width="36%", height=height, overflow="auto", padding="0 8px"))
+        self.inspector.add_class("asg-inspector-panel")
+
+        self.fit_button = w.Button(description=t("fit", self.lang), layout=w.Layout(width="auto"))
+        self.mode_buttons = w.ToggleButtons(options=[(t(m, self.lang), m) for m in MODES], value=self.mode,
+                                            style={"button_width": "auto"})
+        self.lang_buttons = w.ToggleButtons(options=[(c.upper(), c) for c in LANGS], value=self.lang,
+                                            style={"button_width": "auto"})
+        self.step_button = w.Button(description=t("step", self.lang), layout=w.Layout(width="auto"),
+                                    disabled=not self.steps)
+        self.step_back_button = w.Button(description=t("step_back", self.lang), layout=w.Layout(width="auto"),
+                                         disabled=not self.steps)
+        self.reset_button = w.Button(description=t("reset", self.lang), layout=w.Layout(width="auto"))
+        self.expand_button = w.Button(description=t("expand_all", self.lang), layout=w.Layout(width="auto"),
+                                      disabled=not self.groups)
+        self.wgsl_button = w.Button(description=t("wgsl", self.lang), layout=w.Layout(width="auto", display="none"))
+        self.status = w.HTML(value="")
+        for b, cls in ((self.fit_button, "asg-fit"), (self.mode_buttons, "asg-mode"), (self.lang_buttons, "asg-lang"),
+                       (self.step_button, "asg-step"), (self.step_back_button, "asg-step-back"),
+                       (self.reset_button, "asg-reset"), (self.expand_button, "asg-expand"),
+                       (self.wgsl_button, "asg-wgsl"), (self.status, "asg-status")):
+            b.add_class(cls)
+        self.fit_button.on_click(lambda _: self.fit())
+        self._relabelling = False
+        self.mode_buttons.observe(self._on_mode_button, names="value")
+        self.lang_buttons.observe(lambda ch: self.set_lang(ch["new"]), names="value")
+        self.step_button.on_click(lambda _: self.step(+1))
+        self.step_back_button.on_click(lambda _: self.step(-1))
+        self.reset_button.on_click(lambda _: self.reset())
+        self.expand_button.on_click(lambda _: self.toggle_all())
+        self.wgsl_button.on_click(lambda _: self.show_wgsl())
+        self.legend = w.HTML(value="")
+        self.wgsl_out = w.HTML(value="")
+        toolbar = w.HBox([self.fit_button, self.mode_buttons, self.lang_buttons, self.step_back_button,
+                          self.step_button, self.reset_button, self.expand_button, self.wgsl_button, self.status],
+                         layout=w.Layout(flex_flow="row wrap", align_items="center"))
+        graph_box = w.Box([self.cyto], layout=w.Layout(width="64%", border="1px solid #ddd"))
+        self.widget = w.VBox([toolbar, w.HBox([graph_box, self.inspector]), self.legend, self.wgsl_out])
+        self.widget.add_class("asg-graphview")
+        self._rebuild()
+        threading.Thread(target=self._probe_wgpu, daemon=True).start()
+
+    # -- drawing ------------------------------------------------------------------------------
+    def elements(self) -> list[dict]:
+        """The cytoscape elements for the current mode and open groups."""
+        return build_elements(self.scope, self.mode, self.expanded)
+
+    def _rebuild(self) -> None:
+        """Replace the drawn elements (fresh widgets; see the module doc) and redo the layout."""
+        import ipycytoscape
+
+        self._elements = els = self.elements()
+        old = list(self._element_widgets.values())
+        self._element_widgets = {}
+        nodes, edges = [], []
+        for el in els:
+            cls = ipycytoscape.Node if el["group"] == "nodes" else ipycytoscape.Edge
+            wdg = cls(data=dict(el["data"]), classes=el.get("classes", ""))
+            self._element_widgets[el["data"]["id"]] = wdg
+            (nodes if el["group"] == "nodes" else edges).append(wdg)
+        with self.cyto.graph.hold_sync():
+            self.cyto.graph.nodes = nodes
+            self.cyto.graph.edges = edges
+        for wdg in old:
+            wdg.close()
+        cats = sorted({el["data"]["cat"] for el in els if el["data"].get("cat")})
+        self.legend.value = legend_html(cats or None, self.lang, backward=self.mode != "forward")
+        if self.selected not in self._element_widgets:
+            self.selected = None
+        self._apply_highlights()
+
+    def _set_classes(self, element_id: str, add: set[str], remove: set[str]) -> None:
+        wdg = self._element_widgets.get(element_id)
+        if wdg is None:
+            return
+        have = set(wdg.classes.split())
+        new = (have - remove) | add
+        if new != have:
+            wdg.classes = " ".join(sorted(new))
+
+    _DYNAMIC = {"selected", "incident", "step-current", "step-rule", "step-sum", "step-done", "step-flow"}
+
+    def _apply_highlights(self) -> None:
+        """Put the selection and step-through classes on the element widgets."""
+        want: dict[str, set[str]] = {}
+        if self.selected:
+            want.setdefault(self.selected, set()).add("selected")
+            for el in self._elements:
+                d = el["data"]
+                if el["group"] == "edges" and self.selected in (d["source"], d["target"]):
+                    want.setdefault(d["id"], set()).add("incident")
+        if 0 <= self.step_index < len(self.steps):
+            for k, s in enumerate(self.steps[: self.step_index + 1]):
+                current = k == self.step_index
+                want.setdefault(self.rep_of(s.node), set()).add("step-current" if current else "step-done")
+                if current:
+                    for i in s.rule:
+                        want.setdefault(self.rep_of(i), set()).add("step-rule")
+                    for i in [*s.sums, *s.contributions]:
+                        want.setdefault(self.rep_of(i), set()).add("step-sum")
+        for eid in self._element_widgets:
+            mine = want.get(eid, set())
+            self._set_classes(eid, mine, self._DYNAMIC - mine)
+
+    def rep_of(self, node_id: int) -> str:
+        """The element id standing for node ``node_id`` now (itself, or its closed group)."""
+        if self.expanded is not None:
+            for name in group_path(self.graph, self.graph.nodes[node_id]):
+                if name not in self.expanded:
+                    return f"g:{name}"
+        return f"n{node_id}"
+
+    def fit(self) -> None:
+        """Resize the canvas to its box and fit the graph (works around ipycytoscape 1.3.3)."""
+        h = self.cyto.layout.height
+        self.cyto.layout.height = self._height if h != self._height else f"calc({self._height} + 1px)"
+
+    def _fit_later(self) -> None:
+        """After the view is shown, fit a few times while the browser settles its sizes."""
+        for delay in (0.4, 1.2, 2.5):
+            timer = threading.Timer(delay, self.fit)
+            timer.daemon = True
+            timer.start()
+
+    # -- interaction ----------------------------------------------------------------------------
+    def _on_click(self, event: dict) -> None:
+        element_id = str(event.get("data", {}).get("id", ""))
+        self.click(element_id)
+
+    def click(self, element_id: str) -> None:
+        """What a click on element ``element_id`` does: inspect a node, open/close a group."""
+        kind, key = parse_element_id(element_id)
+        if kind == "group":
+            members = self.groups.get(key, [])
+            if self.expanded is not None and key not in self.expanded:
+                self.expanded.add(key)
+                self.selected = None
+                self.inspector.value = group_html(self.data, key, members, self.lang, is_open=True)
+                self._rebuild()
+                return
+            # close the group and everything inside it (re-opened, its sub-layers start closed)
+            still_open = set(self.groups) if self.expanded is None else self.expanded
+            self.expanded = {gname for gname in still_open if gname != key and not gname.startswith(key + ".")}
+            self.selected = None
+            self.inspector.value = group_html(self.data, key, members, self.lang, is_open=False)
+            self._rebuild()
+            return
+        self.selected = element_id
+        self.inspector.value = node_html(self.data, key, self.lang)
+        self._apply_highlights()
+
+    def _on_mode_button(self, change: dict) -> None:
+        if not self._relabelling and change["new"] is not None:
+            self.set_mode(change["new"])
+
+    def set_mode(self, mode: str) -> None:
+        """Show the forward graph, the backward graph (with the forward values it reads), or both."""
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if mode == self.mode and self._elements:
+            return
+        self.mode = mode
+        if self.mode_buttons.value != mode:
+            self.mode_buttons.value = mode
+        self._rebuild()
+
+    def set_lang(self, lang: str) -> None:
+        """Switch the inspector, legend and buttons to ``lang`` ("en" or "ru")."""
+        self.lang = lang
+        if self.lang_buttons.value != lang:
+            self.lang_buttons.value = lang
+        for b, key in ((self.fit_button, "fit"), (self.step_button, "step"), (self.reset_button, "reset"),
+                       (self.expand_button, "expand_all"), (self.wgsl_button, "wgsl")):
+            b.description = t(key, lang)
+        mode, self._relabelling = self.mode, True
+        try:  # new option labels reset the value: do not let that switch the mode
+            self.mode_buttons.options = [(t(m, lang), m) for m in MODES]
+            self.mode_buttons.value = mode
+        finally:
+            self._relabelling = False
+        cats = sorted({el["data"]["cat"] for el in self._elements if el["data"].get("cat")})
+        self.legend.value = legend_html(cats or None, lang, backward=self.mode != "forward")
+        if 0 <= self.step_index < len(self.steps):
+            self.status.value = self._step_status(self.step_index)
+        self._render_inspector()
+
+    def _render_inspector(self) -> None:
+        if 0 <= self.step_index < len(self.steps):
+            self.inspector.value = self.step_html(self.step_index)
+        elif self.selected:
+            kind, key = parse_element_id(self.selected)
+            self.inspector.value = node_html(self.data, key, self.lang)
+        else:
+            self.inspector.value = empty_html(self.lang)
+
+    def toggle_all(self) -> None:
+        """Open every layer group, or (when all are open) close them all."""
+        self.expanded = set() if self.expanded is None or self.expanded >= set(self.groups) else None
+        self.expand_button.description = t("collapse_all" if self.expanded is None else "expand_all", self.lang)
+        self._rebuild()
+
+    # -- step-through backward -------------------------------------------------------------------
+    def step(self, delta: int = 1) -> Step | None:
+        """Advance (or go back) one visit of the recorded backward sweep; returns that step."""
+        if not self.steps:
+            self.status.value = esc(t("no_pass", self.lang))
+            return None
+        if self.mode == "forward":
+            self.set_mode("both")
+        self.step_index = max(-1, min(len(self.steps) - 1, self.step_index + delta))
+        if self.step_index < 0:
+            self.status.value = ""
+            self._apply_highlights()
+            self._render_inspector()
+            return None
+        s = self.steps[self.step_index]
+        self.status.value = self._step_status(self.step_index)
+        self.selected = self.rep_of(s.node)
+        self._apply_highlights()
+        self.inspector.value = self.step_html(self.step_index)
+        return s
+
+    def _step_status(self, k: int) -> str:
+        s = self.steps[k]
+        return (f'<span class="asg-step-status">{esc(t("step_title", self.lang))} {k + 1} {esc(t("of", self.lang))} '
+                f'{len(self.steps)}: #{s.node} {esc(self.graph.nodes[s.node].op)}</span>')
+
+    def reset(self) -> None:
+        """Clear the step-through and the selection."""
+        self.step_index = -1
+        self.selected = None
+        self.status.value = ""
+        self._apply_highlights()
+        self.inspector.value = empty_html(self.lang)
+
+    def step_html(self, k: int) -> str:
+        """Inspector text for step ``k``: how the gradient of the node was summed and passed on."""
+        from .values import stats
+
+        g, lang, s = self.graph, self.lang, self.steps[k]
+        node = g.nodes[s.node]
+        head = (f'<div class="asg-step" data-step="{k + 1}"><div style="font-weight:bold;font-size:14px;color:#d62728">'
+                f'{esc(t("step_title", lang))} {k + 1} {esc(t("of", lang))} {len(self.steps)} — '
+                f'{esc(t("step_arrived", lang))} {esc(node.op)} <code>{esc(node.name)}</code> #{node.id}</div>')
+        n = len(s.contributions)
+        what = (t("step_fanout", lang).format(n=n) if n > 1 else t("step_single", lang))
+        rows = []
+        for c, snd in zip(s.contributions, s.senders):
+            src = f"#{snd} {esc(g.nodes[snd].op)}" if snd is not None else "?"
+            val = ""
+            if c in self.data.values:
+                st = stats(self.data.values[c])
+                if "mean" in st:
+                    val = f" — {esc(t('mean', lang))} {st['mean']:.4g}"
+            rows.append(f"<li>#{c} {esc(g.nodes[c].op)} ({esc(t('step_from', lang))} {src}){val}</li>")
+        body = (f"<p><code>{esc(node.name)}</code> {esc(what)}</p><ol>{''.join(rows)}</ol>")
+        if n > 1:
+            terms = " + ".join(f"c_{{{i + 1}}}" for i in range(n))
+            body += f"<div>$$\\frac{{\\partial L}}{{\\partial x}} = {terms}$$</div>"
+        if s.rule:
+            body += (f"<p>{esc(t('step_rule', lang))}</p><p>"
+                     + ", ".join(f"#{i} {esc(g.nodes[i].op)}" for i in s.rule[:16])
+                     + (" …" if len(s.rule) > 16 else "") + "</p>")
+        elif node.op in ("input", "parameter", "constant"):
+            body += f"<p>{esc(t('step_leaf', lang))}</p>"
+        if k == len(self.steps) - 1:
+            body += f"<p><b>{esc(t('step_done', lang))}</b></p>"
+        return head + body + "</div><hr>" + node_html(self.data, s.node, lang)
+
+    # -- WGSL ---------------------------------------------------------------------------------
+    def _probe_wgpu(self) -> None:
+        try:
+            from ..backends import available
+
+            ok = "wgpu" in available()
+        except Exception:  # noqa: BLE001 - no backend means no button, never a failure
+            ok = False
+        self.wgsl_available = ok
+        self.wgsl_button.layout.display = None if ok else "none"
+
+    def show_wgsl(self) -> str:
+        """Show (and return) the WGSL source of the selected node's kernel."""
+        if not self.selected or parse_element_id(self.selected)[0] != "node":
+            self.wgsl_out.value = ""
+            return ""
+        node_id = parse_element_id(self.selected)[1]
+        try:
+            src = _wgpu_plan_shader(self.graph, node_id)
+        except Exception as e:  # noqa: BLE001 - leaves have no kernel; say so
+            self.wgsl_out.value = f'<div class="asg-wgsl" style="color:#a05a00">{esc(e)}</div>'
+            return ""
+        self.wgsl_out.value = (f'<details open class="asg-wgsl"><summary>WGSL #{node_id}</summary>'
+                               f'<pre style="font-size:11px;max-height:300px;overflow:auto">{esc(src)}</pre></details>')
+        return src
+
+    # -- notebook display ------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        from .static import static_html
+
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data["text/html"] = static_html(self.scope, lang=self.lang, mode=self.mode, expanded=self.expanded)
+        self._fit_later()
+        return data
