@@ -149,6 +149,11 @@ EXTRA = [
     ("matmul", "fallback tile 128x64 (2,128,16) @ (16,64)", _matmul((2, 128, 16), (16, 64))),
     ("matmul", "fallback tile 64x64 (64,32) @ (32,64)", _matmul((64, 32), (32, 64))),
     ("matmul", "batch broadcast (2,1,3,4) @ (5,4,6)", _matmul((2, 1, 3, 4), (5, 4, 6))),
+    # backward: g @ W^T reads W transposed in place (NT), dW = sum_to(x^T @ g) is one GEMM over the batch (TN)
+    ("matmul", "vec4 transposed reads (2,128,64) @ (64,128)", _matmul((2, 128, 64), (64, 128))),
+    ("matmul", "vec4 transposed reads, default tile (128,128) @ (128,128)", _matmul((128, 128), (128, 128))),
+    ("matmul", "batched, both transposed in backward (2,64,64) @ (2,64,64)", _matmul((2, 64, 64), (2, 64, 64))),
+    ("matmul", "edge transposed reads, batch-summed (3,5,7) @ (7,6)", _matmul((3, 5, 7), (7, 6))),
     ("matmul", "vector @ batched (4,) @ (3,4,2)", _matmul((4,), (3, 4, 2))),
     ("matmul", "batched @ vector (2,3,130) @ (130,)", _matmul((2, 3, 130), (130,))),
     ("sum", "one thread per output (4096, 5) axis 1", _reduce("sum", (4096, 5), 1)),

@@ -166,3 +166,29 @@ def test_no_matching_adapter_says_how_to_get_one_and_auto_falls_back(monkeypatch
     out = at.run(y, {x: np.array([1.0, 2.0])}, backend="auto")
     assert out.dtype == np.float64   # numpy ran it: the GPU would have given float32
     np.testing.assert_array_equal(out, [2.0, 4.0])
+
+
+def test_plan_rewrites_reshapes_transposes_and_batched_weight_gradients() -> None:
+    """reshape shares its input's buffer, x^T is read in place, sum_to(x^T @ g) is one GEMM; same numbers."""
+    rng = np.random.default_rng(0)
+    with at.Graph():
+        x, w = at.input("x", (2, 8, 4)), at.parameter("w", (4, 6))
+        h = at.tanh(x @ w).reshape(16, 6)
+        loss = at.sum(h * h)
+        gx, gw = at.grad(loss, [x, w])
+    plan = at.backends.compile([loss, gx, gw], backend="wgpu")
+    g = plan.graph
+    ops = {n.op for n in g.nodes}
+    assert {"transpose", "reshape", "sum_to"} <= ops
+    kinds = [g.nodes[i].op for i in plan.fusion.skip]
+    assert "reshape" in kinds and "transpose" in kinds and "matmul" in kinds
+    (s,) = plan.fusion.gemm_sum
+    assert g.nodes[s].op == "sum_to" and ":TN" in [d.key[2][-3:] for d in plan.dispatches if d.node.id == s][0]
+    assert all(d.node.id not in plan.fusion.skip for d in plan.dispatches)
+    skipped_t = next(i for i in plan.fusion.skip if g.nodes[i].op == "transpose")
+    assert "runs no kernel of its own" in plan.shader_for(skipped_t) and "fn matmul" in plan.shader_for(skipped_t)
+    X, W = rng.standard_normal((2, 8, 4)), rng.standard_normal((4, 6))
+    want = at.run([loss, gx, gw], {x: X, w: W}, backend="numpy")
+    got = plan.run({x: X.astype(np.float32), w: W.astype(np.float32)})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(b).max()))

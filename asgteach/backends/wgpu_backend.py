@@ -2,7 +2,10 @@
 
 ``compile(graph, outputs)`` does everything that does not depend on the numbers:
 
-1. **lower** every node to dispatches (``wgpu_kernels``): kernel, uniform block, bindings;
+1. **rewrite and lower** every node to dispatches: ``wgpu_fuse`` lets reshapes share
+   their input's buffer, matmuls read transposed operands in place and batched weight
+   gradients run as one GEMM; ``wgpu_kernels`` gives each remaining node its kernel,
+   uniform block and bindings;
 2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``);
 3. **memory plan**: one persistent device buffer per live value. Inputs, parameters,
    constants and requested outputs own their buffers; every other value borrows one
@@ -51,7 +54,8 @@ from ..graph import Graph, Node
 from ..ops.registry import spec
 from .numpy_backend import FeedError, KernelError, NumericsError, resolve_feeds
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
-from .wgpu_kernels import Dispatch, lower
+from .wgpu_fuse import plan_fusion
+from .wgpu_kernels import Dispatch, gemm_sum, lower
 from .wgpu_matmul import tile_from_env
 
 __all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError"]
@@ -108,15 +112,41 @@ class Plan:
                     f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
                 )
 
-        # 1. lower
+        # 1. rewrites (wgpu_fuse: reshape aliases, transposes read in place, weight-gradient GEMMs), then lower
         tile = tile_from_env()
+        self.fusion = fusion = plan_fusion(graph, compute, self.outputs)
+        root = fusion.root
         self.dispatches: list[Dispatch] = []
         self._node_sources: dict[int, str] = {}
+        reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
         for n in compute:
-            ds = lower(graph, n, spec(n.op).wgsl, tile)
+            if n.id in fusion.skip:
+                continue
+            if n.id in fusion.gemm_sum:
+                x, gy = fusion.gemm_sum[n.id]
+                ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
+                reads[n.id] = [root(x), root(gy)]
+            else:
+                ops = fusion.operands.get(n.id)
+                if ops is not None:
+                    ops = tuple((root(i), t) for i, t in ops)
+                    reads[n.id] = [i for i, _ in ops]
+                else:
+                    reads[n.id] = [root(i) for i in n.inputs]
+                ds = lower(graph, n, spec(n.op).wgsl, tile, ops)
             self.dispatches.extend(ds)
             if ds:
                 self._node_sources[n.id] = ds[-1].source
+        for n in compute:
+            if n.id in fusion.alias:
+                self._node_sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
+                    f"same bytes, so it shares node #{root(n.id)}'s buffer\n")
+            elif n.id in fusion.skip:
+                self._node_sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
+                    f"reads its operands in place\n" + self._absorbing_source(n))
+        running = [n for n in compute if n.id not in fusion.skip]
 
         # 2. memory plan: owned buffers for leaves/outputs, a liveness pool for the rest
         usage = wgpu.BufferUsage
@@ -128,12 +158,12 @@ class Plan:
                 self.buffers[n.id] = dev.create_buffer(size=_nbytes(n), usage=storage)
                 self.bytes_owned += _nbytes(n)
         last_use: dict[int, int] = {}
-        for k, n in enumerate(compute):
-            for i in n.inputs:
+        for k, n in enumerate(running):
+            for i in reads[n.id]:
                 last_use[i] = k
         pool: list[tuple[int, Any]] = []
         self.bytes_pooled = 0
-        for k, n in enumerate(compute):
+        for k, n in enumerate(running):
             if n.id not in self.buffers:
                 need = _nbytes(n)
                 fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
@@ -143,13 +173,16 @@ class Plan:
                 else:
                     self.buffers[n.id] = dev.create_buffer(size=need, usage=storage)
                     self.bytes_pooled += need
-            for i in set(n.inputs):   # values read for the last time give their buffer back
+            for i in set(reads[n.id]):   # values read for the last time give their buffer back
                 if last_use.get(i) != k or i in self.outputs:
                     continue
                 if graph.nodes[i].op in ("input", "parameter", "constant"):
                     continue
                 buf = self.buffers[i]
                 pool.append((buf.size, buf))
+        for n in compute:
+            if n.id in fusion.alias:
+                self.buffers[n.id] = self.buffers[root(n.id)]
 
         self._scratch_bytes: dict[int, int] = {}
         for d in self.dispatches:
@@ -194,6 +227,18 @@ class Plan:
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
     # -- introspection ------------------------------------------------------------------
+    def _absorbing_source(self, n: Node) -> str:
+        """The WGSL of the kernel that computes a skipped transpose's or matmul's work."""
+        g, f = self.graph, self.fusion
+        for s_id, (x, _) in f.gemm_sum.items():
+            m = g.nodes[g.nodes[s_id].inputs[0]]
+            if (m.id == n.id or m.inputs[0] == n.id) and s_id in self._node_sources:
+                return self._node_sources[s_id]
+        for u, ops in f.operands.items():
+            if n.id in g.nodes[u].inputs and u in self._node_sources:
+                return self._node_sources[u]
+        return ""
+
     def shader_for(self, node: Any) -> str:
         """The WGSL source that computes ``node`` (a Tensor, Node or node id)."""
         nid = getattr(node, "node_id", getattr(node, "id", node))

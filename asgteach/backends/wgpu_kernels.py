@@ -27,7 +27,7 @@ from ..ops.shape import _decode_index, _sum_to_axes
 from .wgpu_device import family_source
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
-__all__ = ["Dispatch", "lower", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR"]
+__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -305,8 +305,10 @@ def _layer_norm(g: Graph, node: Node) -> list[Dispatch]:
                      {1: x, 2: w, 3: b, 4: node.id}, groups_for(rows))]
 
 
-def _matmul(g: Graph, node: Node, tile: Tile) -> list[Dispatch]:
+def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None) -> list[Dispatch]:
+    """C = A @ B. ``operands``: ((buffer node, transposed?), ...) when a transpose is read in place."""
     a, b = (g.nodes[i] for i in node.inputs)
+    (a_src, ta), (b_src, tb) = operands or ((a.id, False), (b.id, False))
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
     m, k, n = a2[-2], a2[-1], b2[-1]
@@ -321,6 +323,11 @@ def _matmul(g: Graph, node: Node, tile: Tile) -> list[Dispatch]:
     nb = int(np.prod(batch, dtype=np.int64))
     if nb > _MAX_GROUPS:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
+    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, (a_src, ta), (b_src, tb), node.id)]
+
+
+def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
+          a: tuple[int, bool], b: tuple[int, bool], out: int) -> Dispatch:
     # the vec4 kernel needs tile-multiple sizes: if the preferred tile misses, a smaller one may fit
     for candidate in (tile, *FALLBACK_TILES):
         if m % candidate.bm == 0 and n % candidate.bn == 0 and k % candidate.bk == 0:
@@ -328,10 +335,24 @@ def _matmul(g: Graph, node: Node, tile: Tile) -> list[Dispatch]:
             break
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0
     words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w8=bshape, w16=sa, w24=sb)
-    variant = f"{tile}:{'fast' if fast else 'edge'}"
+    ta, tb = a[1], b[1]
+    variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
-    return [Dispatch(node, ("matmul", "f32", variant), matmul_source(tile, fast), "matmul", words,
-                     {1: a.id, 2: b.id, 3: node.id}, groups)]
+    return Dispatch(node, ("matmul", "f32", variant), matmul_source(tile, fast, ta, tb), "matmul", words,
+                    {1: a[0], 2: b[0], 3: out}, groups)
+
+
+def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[int, int]) -> list[Dispatch]:
+    """sum_to(transpose(x) @ gy) over every batch axis as ONE product: x_flat^T @ gy_flat.
+
+    x (..., K, M) and gy (..., K, N) are read as (B*K, M) and (B*K, N): the batch joins
+    the inner dimension, and the (M, N) result goes straight into the sum_to's buffer.
+    ``buffers``: the nodes whose buffers hold x and gy (they may be aliases' owners).
+    """
+    xs, gs = g.nodes[x].shape, g.nodes[gy].shape
+    m, n = xs[-1], gs[-1]
+    k = int(np.prod(xs[:-1], dtype=np.int64))
+    return [_gemm(node, tile, m, n, k, 1, [], [], [], (buffers[0], True), (buffers[1], False), node.id)]
 
 
 def _gather(g: Graph, node: Node) -> list[Dispatch]:
@@ -394,12 +415,15 @@ _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
 }
 
 
-def lower(g: Graph, node: Node, family: str, tile: Tile) -> list[Dispatch]:
-    """The dispatches that compute ``node`` (an empty list for a node with no elements)."""
+def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None) -> list[Dispatch]:
+    """The dispatches that compute ``node`` (an empty list for a node with no elements).
+
+    ``operands`` (matmul only): where A and B are read from, see ``wgpu_fuse``.
+    """
     if node.size == 0:
         return []
     if family == "matmul":
-        return _matmul(g, node, tile)
+        return _matmul(g, node, tile, operands)
     fn = _FAMILIES.get(family)
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")

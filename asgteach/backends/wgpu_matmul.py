@@ -59,8 +59,14 @@ def tile_from_env() -> Tile:
     return tile
 
 
-def matmul_source(tile: Tile, fast: bool) -> str:
-    """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes."""
+def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) -> str:
+    """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
+
+    ``ta`` / ``tb``: the operand's buffer holds its TRANSPOSE (A stored as (K, M), B as
+    (N, K), row-major), so ``x.T @ g`` and ``g @ w.T`` read the untransposed values in
+    place and no transposed copy is ever made. Only the tile loads change: the shared
+    memory layout, and so the multiply-add block, is the same for all four variants.
+    """
     tile.check()
     tx, ty = tile.threads
     t = tx * ty
@@ -79,37 +85,59 @@ def matmul_source(tile: Tile, fast: bool) -> str:
         return f"{{ let idx = tid + {i}u * T; {cond}{{ {body} }} }}"
 
     if fast:
+        # A tile: vec4s along k (A stored (M, K)) or along m (ta: stored (K, M));
+        # B tile: vec4s along n (B stored (K, N)) or along k (tb: stored (N, K)).
         def load(k0: str) -> str:
-            lines = [each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; "
-                                 f"ra[{i}] = A[(a_off + (row0 + r) * K + {k0}) / 4u + q];") for i in range(la)]
-            lines += [each(i, nb, f"let k = idx / {bn4}u; let q = idx % {bn4}u; "
-                                  f"rb[{i}] = B[(b_off + ({k0} + k) * N + col0) / 4u + q];") for i in range(lb)]
+            if ta:
+                lines = [each(i, na, f"let k = idx / {bm4}u; let q = idx % {bm4}u; "
+                                     f"ra[{i}] = A[(a_off + ({k0} + k) * M + row0) / 4u + q];") for i in range(la)]
+            else:
+                lines = [each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; "
+                                     f"ra[{i}] = A[(a_off + (row0 + r) * K + {k0}) / 4u + q];") for i in range(la)]
+            if tb:
+                lines += [each(i, nb, f"let c = idx / {bk4}u; let q = idx % {bk4}u; "
+                                      f"rb[{i}] = B[(b_off + (col0 + c) * K + {k0}) / 4u + q];") for i in range(lb)]
+            else:
+                lines += [each(i, nb, f"let k = idx / {bn4}u; let q = idx % {bn4}u; "
+                                      f"rb[{i}] = B[(b_off + ({k0} + k) * N + col0) / 4u + q];") for i in range(lb)]
             return "\n        ".join(lines)
 
         store_sh = []
         for i in range(la):
-            comps = " ".join(f"As[(q * 4u + {j}u) * {bm4}u + r / 4u][r % 4u] = ra[{i}].{xyzw[j]};" for j in range(4))
-            store_sh.append(each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
-        store_sh += [each(i, nb, f"Bs[idx] = rb[{i}];") for i in range(lb)]
+            if ta:
+                store_sh.append(each(i, na, f"As[idx] = ra[{i}];"))
+            else:
+                comps = " ".join(f"As[(q * 4u + {j}u) * {bm4}u + r / 4u][r % 4u] = ra[{i}].{xyzw[j]};"
+                                 for j in range(4))
+                store_sh.append(each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
+        for i in range(lb):
+            if tb:
+                comps = " ".join(f"Bs[(q * 4u + {j}u) * {bn4}u + c / 4u][c % 4u] = rb[{i}].{xyzw[j]};"
+                                 for j in range(4))
+                store_sh.append(each(i, nb, f"let c = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
+            else:
+                store_sh.append(each(i, nb, f"Bs[idx] = rb[{i}];"))
         store_c = []
         for r in range(tile.tm):
             row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
             for h in range(gn):
                 store_c.append(f"    C[(c_off + ({row}) * N + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h};")
     else:
+        # scalar loads; neighbouring threads walk the operand's contiguous axis (coalesced)
+        a_map = ("let r = idx % BM; let k = idx / BM;", "A[a_off + (k0 + k) * M + row0 + r]") if ta else \
+            ("let r = idx / BK; let k = idx % BK;", "A[a_off + (row0 + r) * K + k0 + k]")
+        b_map = ("let n = idx / BK; let k = idx % BK;", "B[b_off + (col0 + n) * K + k0 + k]") if tb else \
+            ("let k = idx / BN; let n = idx % BN;", "B[b_off + (k0 + k) * N + col0 + n]")
+
         def load(k0: str) -> str:
-            lines = [each(i, na, f"let r = row0 + idx / BK; let k = {k0} + idx % BK; var v = 0.0; "
-                                 f"if (r < M && k < K) {{ v = A[a_off + r * K + k]; }} ra[{i}] = v;")
-                     for i in range(la)]
-            lines += [each(i, nb, f"let k = {k0} + idx / BN; let c = col0 + idx % BN; var v = 0.0; "
-                                  f"if (k < K && c < N) {{ v = B[b_off + k * N + c]; }} rb[{i}] = v;")
-                      for i in range(lb)]
+            lines = [each(i, na, f"{a_map[0]} var v = 0.0; if (row0 + r < M && {k0} + k < K) "
+                                 f"{{ v = {a_map[1].replace('k0', k0)}; }} ra[{i}] = v;") for i in range(la)]
+            lines += [each(i, nb, f"{b_map[0]} var v = 0.0; if ({k0} + k < K && col0 + n < N) "
+                                  f"{{ v = {b_map[1].replace('k0', k0)}; }} rb[{i}] = v;") for i in range(lb)]
             return "\n        ".join(lines)
 
-        store_sh = [each(i, na, f"let r = idx / BK; let k = idx % BK; As[k * {bm4}u + r / 4u][r % 4u] = ra[{i}];")
-                    for i in range(la)]
-        store_sh += [each(i, nb, f"let k = idx / BN; let n = idx % BN; Bs[k * {bn4}u + n / 4u][n % 4u] = rb[{i}];")
-                     for i in range(lb)]
+        store_sh = [each(i, na, f"{a_map[0]} As[k * {bm4}u + r / 4u][r % 4u] = ra[{i}];") for i in range(la)]
+        store_sh += [each(i, nb, f"{b_map[0]} Bs[k * {bn4}u + n / 4u][n % 4u] = rb[{i}];") for i in range(lb)]
         store_c = []
         for r in range(tile.tm):
             store_c.append(f"    {{ let row = row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u; if (row < M) {{")
