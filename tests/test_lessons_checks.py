@@ -1,0 +1,276 @@
+"""asgteach.lessons: the exercise harness, the checks' messages, the planted bugs, lesson 13's references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach import autograd, resources
+from asgteach.lessons import (
+    ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
+    check_vjp_rule, exercise, numerical_gradient, reference, status,
+)
+from asgteach.ops import registry
+
+
+# --- exercise(n) / check(n) ----------------------------------------------------------------------
+
+def test_placeholder_is_reported_as_not_done_and_the_check_does_not_fail(capsys: pytest.CaptureFixture) -> None:
+    with exercise(91):
+        raise NotImplementedError("exercise 91")
+    assert status(91) == "not done"
+    with check(91):
+        check_array(undefined_answer, 1.0)  # noqa: F821 - the name the answer would have defined
+    out = capsys.readouterr().out
+    assert out.count("exercise 91: not done yet") == 2
+    assert "passed" not in out
+
+
+def test_not_done_even_when_stale_values_would_pass(capsys: pytest.CaptureFixture) -> None:
+    answer = 2.0
+    with exercise(92):
+        raise NotImplementedError("exercise 92")
+    with check(92):
+        check_array(answer, 2.0)
+    assert "exercise 92 passed" not in capsys.readouterr().out
+
+
+def test_right_answer_passes_and_wrong_answer_raises_with_the_number(capsys: pytest.CaptureFixture) -> None:
+    with exercise(93):
+        answer = np.array([1.0, 2.0])
+    assert status(93) == "done"
+    with check(93):
+        check_array(answer, [1.0, 2.0], name="answer")
+    assert "exercise 93 passed" in capsys.readouterr().out
+    with pytest.raises(ExerciseError, match=r"^exercise 93: answer is wrong at 1 of 2 element\(s\)"):
+        with check(93):
+            check_array(answer, [1.0, 3.0], name="answer")
+
+
+def test_a_real_error_in_the_answer_is_not_swallowed() -> None:
+    with pytest.raises(ZeroDivisionError):
+        with exercise(94):
+            1 / 0
+    assert status(94) == "failed"
+    with pytest.raises(ExerciseError, match="stopped with an error before it defined everything"):
+        with check(94):
+            check_array(never_defined, 1.0)  # noqa: F821
+    with pytest.raises(NotImplementedError, match="something else"):
+        with exercise(95):
+            raise NotImplementedError("something else")
+
+
+def test_answer_that_forgets_a_name_is_told_so() -> None:
+    with exercise(96):
+        pass
+    with pytest.raises(ExerciseError, match="did not define what the check needs: name 'result96' is not defined"):
+        with check(96):
+            check_array(result96, 1.0)  # noqa: F821
+
+
+def test_check_of_an_exercise_never_run(capsys: pytest.CaptureFixture) -> None:
+    with check(97):
+        check_array(result97, 1.0)  # noqa: F821
+    assert "exercise 97: not done yet (its answer cell has not been run" in capsys.readouterr().out
+
+
+# --- messages: what is wrong, where, expected vs got ------------------------------------------------
+
+def test_check_array_names_the_worst_element_and_expected_vs_got() -> None:
+    expected = np.arange(6.0).reshape(2, 3)
+    got = expected.copy()
+    got[1, 2] = 9.0
+    with pytest.raises(ExerciseError, match=r"dW is wrong at 1 of 6 element\(s\)\. The worst: dW\[1, 2\] should be "
+                                            r"5, got 9\."):
+        check_array(got, expected, name="dW")
+
+
+@pytest.mark.parametrize("got, expected, hint", [
+    (-np.arange(1.0, 4.0), np.arange(1.0, 4.0), "The sign is flipped everywhere"),
+    (0.25 * np.arange(1.0, 4.0), np.arange(1.0, 4.0), "0.25 times the expected one"),
+    (np.arange(6.0).reshape(2, 3).T, np.arange(6.0).reshape(2, 3), "should have shape (2, 3), got (3, 2) (same "
+                                                                   "number of elements"),
+    (np.ones((4, 3)), np.ones(3), "was something not summed over a broadcast axis"),
+    (None, 1.0, "is None"),
+    ("abc", 1.0, "should be numbers"),
+])
+def test_check_array_guesses_the_kind_of_mistake(got: object, expected: object, hint: str) -> None:
+    with pytest.raises(ExerciseError) as e:
+        check_array(got, expected)
+    assert hint in str(e.value)
+
+
+def test_check_array_on_a_tensor_says_to_run_it() -> None:
+    with at.Graph():
+        x = at.input("x", (2,))
+    with pytest.raises(ExerciseError, match="is a Tensor"):
+        check_array(x, np.zeros(2))
+
+
+def test_check_equal_and_check_true() -> None:
+    check_equal([1, 2], (1, 2))
+    with pytest.raises(ExerciseError, match=r"count should be 3, got 4\. hint"):
+        check_equal(4, 3, name="count", hint="hint")
+    with pytest.raises(ExerciseError, match="^H is not symmetric$"):
+        check_true(False, "H is not symmetric")
+
+
+def test_check_function_names_the_failing_case() -> None:
+    def double(x):
+        return 2 * x if x < 3 else 0
+
+    check_function(double, [((1,), 2), ((2,), 4)])
+    with pytest.raises(ExerciseError, match=r"the result \(test case 2: double\(5\)\) is wrong .* should be 10, got 0"):
+        check_function(double, [((1,), 2), ((5,), 10)])
+    with pytest.raises(ExerciseError, match=r"test case 1: pair\(1\) should return 2 values"):
+        check_function(lambda x: x, [((1,), (1, 2))], name="pair")
+    with pytest.raises(ExerciseError, match=r"test case 1: boom\(1\) raised ValueError: no"):
+        check_function(lambda x: (_ for _ in ()).throw(ValueError("no")), [((1,), 1)], name="boom")
+
+
+def test_check_node_values_names_the_first_wrong_node() -> None:
+    with at.Graph() as g:
+        x = at.input("x", (3,))
+        y = at.tanh(x * 2.0)
+        at.sum(y)
+    X = np.array([0.1, -0.2, 0.3])
+    values = {0: X, 1: np.array(2.0), 2: X * 2, 3: np.tanh(X * 2), 4: np.tanh(X * 2).sum()}
+    check_node_values(values, g, {"x": X})
+    values[3] = np.tanh(X)
+    with pytest.raises(ExerciseError, match=r"the value of node #3 \(node #3 tanh 'tanh', created at .*test_lessons_"
+                                            r"checks.py:\d+\) is wrong at 3 of 3"):
+        check_node_values(values, g, {"x": X})
+    del values[4]
+    values[3] = np.tanh(X * 2)
+    with pytest.raises(ExerciseError, match="no value for node #4 sum"):
+        check_node_values(values, g, {"x": X})
+
+
+def test_numerical_gradient_uses_only_the_forward_graph() -> None:
+    with at.Graph():
+        x = at.input("x", (2, 2))
+        y = at.sum(x / at.sum(x, axis=1, keepdims=True))
+        y2 = at.sum(x * x)
+    X = np.array([[1.0, 2.0], [3.0, 5.0]])
+    np.testing.assert_allclose(numerical_gradient(y2, x, {x: X}), 2 * X, rtol=1e-8)
+    right = numerical_gradient(y, x, {x: X})
+    with bugs.div_forgets_broadcast_sum():
+        np.testing.assert_allclose(numerical_gradient(y, x, {x: X}), right)
+
+
+def test_check_vjp_rule_accepts_the_real_rule_and_rejects_a_wrong_one() -> None:
+    cases = [[(4, 3), (4, 1)], [(3,), ()]]
+    check_vjp_rule("div", registry.spec("div").vjp, cases)
+    with pytest.raises(ExerciseError, match=r"case 1: div of shapes \[\(4, 3\), \(4, 1\)\]"):
+        check_vjp_rule("div", bugs._div_vjp_without_sum, cases)
+    with pytest.raises(ExerciseError, match="building the gradient with your rule failed"):
+        check_vjp_rule("div", lambda c, g: (g, g), cases)
+    assert registry.spec("div").vjp is not bugs._div_vjp_without_sum  # restored after each case
+
+
+# --- planted bugs -------------------------------------------------------------------------------------
+
+def _layer_norm_like() -> tuple:
+    with at.Graph() as g:
+        x = at.input("x", (3, 4))
+        centred = x - at.mean(x, axis=-1, keepdims=True)
+        out = centred / at.sqrt(at.mean(centred * centred, axis=-1, keepdims=True) + 1e-5)
+        loss = at.sum(out * at.constant(np.linspace(-1, 1, 12).reshape(3, 4)))
+    feeds = {x: np.random.default_rng(0).standard_normal((3, 4))}
+    return g, x, out, loss, feeds
+
+
+def test_div_bug_is_named_by_gradcheck_and_removed_afterwards() -> None:
+    g, x, out, loss, feeds = _layer_norm_like()
+    with bugs.div_forgets_broadcast_sum():
+        report = at.gradcheck(loss, [x], feeds)
+    assert not report.ok
+    assert [(c.node_id, c.op, c.input_index) for c in report.culprits] == [(out.node_id, "div", 1)]
+    assert at.gradcheck(loss, [x], feeds).ok
+
+
+def test_div_bug_keeps_the_first_copy_only() -> None:
+    with at.Graph():
+        a = at.input("a", (2, 3))
+        b = at.input("b", ())
+        with bugs.div_forgets_broadcast_sum():
+            (db,) = at.grad(at.sum(a / b), [b])
+    A = np.arange(1.0, 7.0).reshape(2, 3)
+    np.testing.assert_allclose(at.run(db, {a: A, b: np.array(2.0)}), -A[0, 0] / 4)  # only a[0, 0]'s copy
+
+
+def test_sub_bug_flips_the_second_input_only() -> None:
+    with at.Graph():
+        a, b = at.input("a", (3,)), at.input("b", (3,))
+        y = at.sum((a - b) * at.constant([1.0, 2.0, 3.0]))
+        with bugs.mystery(5):
+            report = at.gradcheck(y, [a, b], {a: np.zeros(3), b: np.ones(3)})
+            da, db = at.grad(y, [a, b])
+    assert [c.ok for c in report.inputs] == [True, False]
+    assert [(c.op, c.input_index) for c in report.culprits] == [("sub", 1)]
+    np.testing.assert_allclose(at.run([da, db], {a: np.zeros(3), b: np.ones(3)}), [[1, 2, 3], [1, 2, 3]])
+
+
+def test_fanout_bug_keeps_the_last_contribution_and_has_no_culprit_rule() -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.sum(x * x + x)
+        with bugs.fanout_overwrites():
+            report = at.gradcheck(y, [x], {x: np.ones(3)})
+            (dx,) = at.grad(y, [x])
+        (dx_right,) = at.grad(y, [x])
+    assert not report.ok and report.culprits == []
+    assert "look at how gradients are combined" in report.summary()
+    np.testing.assert_allclose(at.run(dx_right, {x: np.ones(3)}), [3.0, 3.0, 3.0])
+    assert not np.allclose(at.run(dx, {x: np.ones(3)}), 3.0)
+    assert autograd._accumulate.__name__ == "_accumulate"
+
+
+def test_bugs_are_removed_even_after_an_error() -> None:
+    div, sub, acc = registry.spec("div"), registry.spec("sub"), autograd._accumulate
+    for lesson in (3, 4, 5):
+        with pytest.raises(RuntimeError):
+            with bugs.mystery(lesson):
+                raise RuntimeError("student code failed")
+    assert registry.spec("div") is div and registry.spec("sub") is sub and autograd._accumulate is acc
+    with pytest.raises(KeyError, match="lessons with a bug hunt: \\[3, 4, 5\\]"):
+        with bugs.mystery(7):
+            pass
+
+
+def test_check_diagnosis() -> None:
+    bugs.check_diagnosis(4, "div", 1)
+    bugs.check_diagnosis(3, None, None)
+    with pytest.raises(ExerciseError, match="is not 'mul'"):
+        bugs.check_diagnosis(4, "mul", 1)
+    with pytest.raises(ExerciseError, match="goes to input 1, not 0"):
+        bugs.check_diagnosis(5, "sub", 0)
+    with pytest.raises(ExerciseError, match="no single backward rule is wrong"):
+        bugs.check_diagnosis(3, "add", 0)
+    assert "div (input 1)" in bugs.reveal(4)
+
+
+# --- lesson 13's reference answers -------------------------------------------------------------------
+
+def test_reference_memory_and_fusion_on_a_small_plan() -> None:
+    with at.Graph() as g:
+        x = at.input("x", (4, 5))
+        w = at.input("w", (5, 5))
+        a = at.tanh(x @ w) * 2.0           # matmul, tanh -> mul: tanh fuses into mul
+        b = at.exp(a) + a                  # a has two readers: not fusible; exp -> add fuses
+        y = at.sum(b)
+    plan = at.compile([y])
+    ids = {n.op: n.id for n in g.nodes}
+    assert reference.fusible_values(plan) == [ids["tanh"], ids["exp"]]
+    assert reference.fusion_chains(plan) == [[ids["tanh"], ids["mul"]], [ids["exp"], ids["add"]]]
+    assert reference.no_reuse_bytes(plan, itemsize=4) == 4 * sum(g.nodes[i].size for i in plan.node_ids)
+    assert reference.peak_bytes(plan, itemsize=8) == max(r["live_bytes"] for r in plan.liveness(8))
+    last = reference.last_use(plan)
+    assert last[a.node_id] == [s.node.id for s in plan.steps].index(ids["add"])
+
+
+def test_lessons_folder_is_the_one_with_notebooks_not_the_package() -> None:
+    assert resources.lessons_dir().name == "lessons"
+    assert next(resources.lessons_dir().glob("*.ipynb"), None) is not None
+    assert resources.is_checkout()
