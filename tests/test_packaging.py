@@ -155,10 +155,11 @@ def test_cli_demo() -> None:
     assert "gradcheck PASSED" in out
 
 
-def test_cli_student_is_not_pretending() -> None:
+def test_cli_student_needs_its_folders() -> None:
+    # (what `asgteach student SRC OUT` writes is tested in tests/test_student.py)
     proc = _run([_asgteach(), "student"], cwd=ROOT)
     assert proc.returncode == 2
-    assert "not implemented yet" in proc.stderr
+    assert "SRC_DIR, OUT_DIR" in proc.stderr
 
 
 def test_cli_help_and_bad_arguments() -> None:
