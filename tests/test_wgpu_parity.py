@@ -154,6 +154,9 @@ EXTRA = [
     ("matmul", "vec4 transposed reads, default tile (128,128) @ (128,128)", _matmul((128, 128), (128, 128))),
     ("matmul", "batched, both transposed in backward (2,64,64) @ (2,64,64)", _matmul((2, 64, 64), (2, 64, 64))),
     ("matmul", "edge transposed reads, batch-summed (3,5,7) @ (7,6)", _matmul((3, 5, 7), (7, 6))),
+    # few output tiles, long K: the weight gradient's K is split into chunks, then summed
+    ("matmul", "split-K weight gradient, edge (4,256,8) @ (8,8)", _matmul((4, 256, 8), (8, 8))),
+    ("matmul", "split-K weight gradient, vec4 (4,256,64) @ (64,64)", _matmul((4, 256, 64), (64, 64))),
     ("matmul", "vector @ batched (4,) @ (3,4,2)", _matmul((4,), (3, 4, 2))),
     ("matmul", "batched @ vector (2,3,130) @ (130,)", _matmul((2, 3, 130), (130,))),
     ("sum", "one thread per output (4096, 5) axis 1", _reduce("sum", (4096, 5), 1)),

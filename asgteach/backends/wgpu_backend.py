@@ -135,8 +135,8 @@ class Plan:
                     reads[n.id] = [root(i) for i in n.inputs]
                 ds = lower(graph, n, spec(n.op).wgsl, tile, ops)
             self.dispatches.extend(ds)
-            if ds:
-                self._node_sources[n.id] = ds[-1].source
+            if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
+                self._node_sources[n.id] = ds[0 if n.id in fusion.gemm_sum else -1].source
         for n in compute:
             if n.id in fusion.alias:
                 self._node_sources[n.id] = (
