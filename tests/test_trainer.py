@@ -158,3 +158,35 @@ def test_example_char_transformer():
     r = examples.char_transformer(steps=150)
     assert r.metrics["final_loss"] < 0.75 * r.metrics["first_loss"]
     assert r.metrics["first_loss"] < r.metrics["uniform_loss"] + 0.5
+
+
+def test_trainer_on_wgpu_keeps_weights_on_the_device_and_matches_numpy(tmp_path):
+    if "wgpu" not in at.available():
+        pytest.skip("NO WGPU ADAPTER on this machine (install mesa-vulkan-drivers): GPU trainer test not run")
+    X, T = _data()
+    results = {}
+    for backend in ("numpy", "wgpu"):
+        g, x, t, net, loss = _model()
+        tr = at.Trainer(loss, optimizer=at.optim.Adam(lr=0.05), backend=backend, seed=0)
+        hist = tr.fit({x: X.astype(np.float32), t: T.astype(np.float32)}, steps=30, progress=False)
+        results[backend] = (hist, tr.params, tr)
+    np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
+    for k, v in results["numpy"][1].items():
+        np.testing.assert_allclose(results["wgpu"][1][k], v, rtol=2e-4, atol=1e-5)
+    tr = results["wgpu"][2]
+    stats = tr._plan.stats
+    assert stats["submits"] == 1 and stats["host_syncs"] == 1
+    param_bytes = sum(v.nbytes for v in tr.params.values())
+    assert stats["upload_bytes"] < param_bytes, stats  # only the batch, lr and step travel
+    tr.save(tmp_path / "gpu.safetensors")
+    zeros = {k: np.zeros_like(v) for k, v in tr.params.items()}
+    from safetensors.numpy import save_file
+
+    save_file(zeros, str(tmp_path / "zeros.safetensors"))
+    tr.load(tmp_path / "zeros.safetensors")  # the device copy must be replaced on the next step
+    g = tr.graph
+    x = at.Tensor(g, g.find("x").id)
+    t = at.Tensor(g, g.find("t").id)
+    tr.train_step({x: X.astype(np.float32), t: T.astype(np.float32)})
+    assert tr._plan.stats["upload_bytes"] >= param_bytes  # parameters were uploaded again
+    assert all(np.abs(v).max() < 0.2 for v in tr.params.values())  # one step away from zeros

@@ -71,6 +71,13 @@ class Trainer:
         self._outputs = [loss, *self.update.new_params, *self.update.state_out]
         self._plan = _compile(self._outputs, backend)
         self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
+        # A GPU plan can keep parameters and optimizer state on the device: after each run
+        # it copies the new values over the old ones there, so a step uploads only the batch.
+        self._device_held = hasattr(self._plan, "bind_updates")
+        if self._device_held:
+            self._plan.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
+        self._upload_values = True   # the device copy must be (re)written from self._values
+        self._stale = False          # self._values is behind the device copy
         self.step = 0
         self.history: list[float] = []
 
@@ -78,7 +85,16 @@ class Trainer:
     @property
     def params(self) -> dict[str, np.ndarray]:
         """Current parameter values by name (copies)."""
+        self._sync()
         return {t.name: self._values[t.node_id].copy() for t in self.param_tensors}
+
+    def _sync(self) -> None:
+        """Fetch parameters and optimizer state from the device when they changed there."""
+        if self._device_held and self._stale:
+            held = self._plan.read_params()
+            for nid in self._targets:
+                self._values[nid] = held[self.graph.nodes[nid].name].astype(self.dtype)
+            self._stale = False
 
     def _cast(self, feeds: Mapping[Any, Any]) -> dict[int, Any]:
         out = {}
@@ -103,12 +119,16 @@ class Trainer:
     def train_step(self, feeds: Mapping[Any, Any]) -> float:
         """One step: forward, backward and update in a single plan run. Returns the loss."""
         lr = self.scheduler(self.optimizer.lr, self.step)
-        all_feeds = {**self._cast(feeds), **self._random_feeds(True), **self._values,
+        held = self._values if (self._upload_values or not self._device_held) else {}
+        all_feeds = {**self._cast(feeds), **self._random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
         outs = self._plan.run(all_feeds)
-        for nid, value in zip(self._targets, outs[1:]):
-            self._values[nid] = value
+        if self._device_held:
+            self._upload_values, self._stale = False, True
+        else:
+            for nid, value in zip(self._targets, outs[1:]):
+                self._values[nid] = value
         self.step += 1
         loss = float(outs[0])
         self.history.append(loss)
@@ -169,6 +189,7 @@ class Trainer:
     def run(self, tensors: Sequence[Tensor], feeds: Mapping[Any, Any] | None = None) -> list[np.ndarray]:
         """Values of ``tensors`` with the current parameters (evaluation mode: no dropout)."""
         tensors = list(tensors)
+        self._sync()
         plan = _compile(tensors, self.backend)
         return plan.run({**self._cast(feeds or {}), **self._random_feeds(False), **self._values})
 
@@ -177,6 +198,7 @@ class Trainer:
         """Write the parameters to a safetensors file (names -> arrays; no pickle)."""
         from safetensors.numpy import save_file
 
+        self._sync()
         save_file({t.name: np.ascontiguousarray(self._values[t.node_id]) for t in self.param_tensors},
                   str(path), metadata={"format": "asgteach", "step": str(self.step)})
 
@@ -205,8 +227,10 @@ class Trainer:
                                        f"parameter has shape {t.shape}")
             if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)):
                 raise WeightsFileError(f"tensor {name!r} in {path} is not a finite float array")
+        self._sync()  # keep the optimizer state current before replacing the parameters
         for name, t in expected.items():
             self._values[t.node_id] = tensors[name].astype(self.dtype)
+        self._upload_values = True
 
 
 def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[Any, Any]]:
