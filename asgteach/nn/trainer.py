@@ -83,6 +83,11 @@ class Trainer:
 
     # -- the values -------------------------------------------------------------------------
     @property
+    def plan(self) -> Any:
+        """The compiled training step: outputs are [loss, new parameters..., new optimizer state...]."""
+        return self._plan
+
+    @property
     def params(self) -> dict[str, np.ndarray]:
         """Current parameter values by name (copies)."""
         self._sync()
