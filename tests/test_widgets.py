@@ -181,7 +181,7 @@ def test_graphview_state_machine_without_a_browser():
 
     view = GraphView(loss, feeds=feeds)
     assert view.mode == "both" and view.expanded is None
-    ids = lambda: {w.data["id"] for w in view.cyto.graph.nodes}  # noqa: E731
+    ids = lambda: {w.data["key"] for w in view.cyto.graph.nodes}  # noqa: E731
     assert f"n{params[0].node_id}" in ids()
     view.click(f"n{params[0].node_id}")
     assert "selected" in view._element_widgets[f"n{params[0].node_id}"].classes
@@ -219,7 +219,13 @@ def test_large_graph_starts_collapsed():
     assert view.expanded == set()
     assert len([e for e in view._elements if e["group"] == "nodes"]) < 30
     view.click("g:block1")
-    assert "g:block1.attn" in {w.data["id"] for w in view.cyto.graph.nodes}
+    keys = {w.data["key"] for w in view.cyto.graph.nodes}
+    assert "g:block1.attn" in keys
+    # cytoscape ids are new in every rebuild (the frontend removes old elements late)
+    assert all(w.data["id"] != w.data["key"] and w.data["id"].startswith(w.data["key"] + "|")
+               for w in view.cyto.graph.nodes)
+    edge = view.cyto.graph.edges[0].data
+    assert edge["source"].endswith("|2") and edge["target"].endswith("|2")
 
 
 def test_static_html_is_svg_with_legend():

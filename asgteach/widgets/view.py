@@ -99,6 +99,7 @@ class GraphView:
         self.step_index = -1
         self.selected: str | None = None
         self._element_widgets: dict[str, Any] = {}
+        self._generation = 0
         self._elements: list[dict] = []
 
         self.cyto = ipycytoscape.CytoscapeWidget(layout=w.Layout(height=height, width="100%"))
@@ -163,12 +164,24 @@ class GraphView:
         self._elements = els = self.elements()
         old = list(self._element_widgets.values())
         self._element_widgets = {}
+        self._generation += 1
+        # The frontend removes old elements a tick AFTER adding new ones, so a reused id would
+        # collide ("second element with ID"): cytoscape ids carry the generation, data["key"]
+        # keeps the stable id ("n12", "g:block") that the rest of the view speaks.
+        tag = f"|{self._generation}" if self._generation > 1 else ""
         nodes, edges = [], []
         for el in els:
+            data = {**el["data"], "key": el["data"]["id"], "id": el["data"]["id"] + tag}
+            for end in ("source", "target", "parent"):
+                if end in data:
+                    data[end] = data[end] + tag
             cls = ipycytoscape.Node if el["group"] == "nodes" else ipycytoscape.Edge
-            wdg = cls(data=dict(el["data"]), classes=el.get("classes", ""))
+            wdg = cls(data=data, classes=el.get("classes", ""))
             self._element_widgets[el["data"]["id"]] = wdg
             (nodes if el["group"] == "nodes" else edges).append(wdg)
+        if old:  # empty the graph first, so the new layout does not make room for the old elements
+            with self.cyto.graph.hold_sync():
+                self.cyto.graph.nodes, self.cyto.graph.edges = [], []
         with self.cyto.graph.hold_sync():
             self.cyto.graph.nodes = nodes
             self.cyto.graph.edges = edges
@@ -235,8 +248,8 @@ class GraphView:
 
     # -- interaction ----------------------------------------------------------------------------
     def _on_click(self, event: dict) -> None:
-        element_id = str(event.get("data", {}).get("id", ""))
-        self.click(element_id)
+        data = event.get("data", {})
+        self.click(str(data.get("key") or str(data.get("id", "")).split("|")[0]))
 
     def click(self, element_id: str) -> None:
         """What a click on element ``element_id`` does: inspect a node, open/close a group."""

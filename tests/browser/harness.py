@@ -237,10 +237,11 @@ class Lab:
             f"([n, arg]) => {{ const el = ({_CY})(n); const cy = el._cyreg.cy; {script} }}", [n, arg])
 
     def node_ids(self, n: int = 0) -> list[str]:
-        return self.cy("return cy.nodes().map(e => e.id());", n)
+        """The view's stable ids of the drawn nodes ("n12", "g:block"; cytoscape's own ids change per rebuild)."""
+        return self.cy("return cy.nodes().map(e => e.data('key'));", n)
 
     def classes_of(self, cls: str, n: int = 0) -> list[str]:
-        return self.cy("return cy.$('.' + arg).map(e => e.id());", n, cls)
+        return self.cy("return cy.$('.' + arg).map(e => e.data('key'));", n, cls)
 
     def fit_report(self, n: int = 0) -> dict:
         """Where the drawn graph lies relative to its canvas (rendered pixels)."""
@@ -253,11 +254,11 @@ class Lab:
         try:  # the element exists and the layout has placed it (a rebuild may still be on its way)
             self.page.wait_for_function(
                 f"([n, id]) => {{ const el = ({_CY})(n); if (!el) return false;"
-                " const e = el._cyreg.cy.getElementById(id);"
+                " const e = el._cyreg.cy.nodes().filter(x => x.data('key') === id);"
                 " return e.nonempty() && e.renderedBoundingBox().w > 0; }", arg=[n, element_id], timeout=30_000)
         except Exception:  # noqa: BLE001 - reported below with the drawn ids
             pass
-        pos = self.cy("const e = cy.getElementById(arg); if (e.empty()) return null;"
+        pos = self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
                       "const bb = e.renderedBoundingBox(); const r = el.getBoundingClientRect();"
                       "return {x: r.left + (bb.x1 + bb.x2) / 2, y: r.top + Math.min(bb.y1 + 8, (bb.y1 + bb.y2) / 2),"
                       " inside: bb.x1 >= 0 && bb.y1 >= 0 && bb.x2 <= cy.width() && bb.y2 <= cy.height()};",

@@ -80,6 +80,12 @@ def test_click_updates_inspector(lab, mlp):
     assert lab.page.locator(".asg-inspector-panel mjx-container, .asg-inspector-panel .MathJax").count() > 0, \
         lab.fail("the formula was not typeset by MathJax")
     lab.screenshot("mlp_inspector_tanh", lab.page.locator(".asg-graphview").first)
+    # wgpu (lavapipe) is installed here, so the button is shown and brings the kernel's WGSL source
+    wgsl = lab.page.locator("button.asg-wgsl").first
+    wgsl.wait_for(state="visible", timeout=60_000)
+    wgsl.click()
+    lab.page.wait_for_function("() => { const p = document.querySelector('.asg-wgsl pre');"
+                               " return p && p.innerText.includes('@compute'); }", timeout=60_000)
 
 
 def test_hostile_node_name_is_text(lab, mlp):
@@ -102,7 +108,8 @@ def test_step_through_follows_the_engine_order(lab, mlp):
             arg=f"Step {k + 1} of {len(steps)}", timeout=30_000)
         lab.page.wait_for_function(
             "([id]) => { const el = document.querySelector('.asg-graphview .custom-widget');"
-            " return el._cyreg.cy.$('.step-current').map(e => e.id()).join() === id; }", arg=[want], timeout=30_000)
+            " return el._cyreg.cy.$('.step-current').map(e => e.data('key')).join() === id; }",
+            arg=[want], timeout=30_000)
         seen.append(lab.classes_of("step-current")[0])
         if want == mlp["fanout"]:
             lab.wait_inspector("SUM of 2 contributions")
@@ -143,7 +150,8 @@ def test_transformer_collapses_layers_and_expands_on_click(lab):
     lab.click_node("g:block")
     lab.page.wait_for_function(
         "(n) => { const el = document.querySelector('.asg-graphview .custom-widget');"
-        " return el._cyreg.cy.nodes().length > n && el._cyreg.cy.getElementById('g:block').isParent(); }",
+        " const b = el._cyreg.cy.nodes().filter(e => e.data('key') === 'g:block');"
+        " return el._cyreg.cy.nodes().length > n && b.nonempty() && b.isParent(); }",
         arg=len(before), timeout=60_000)
     lab.wait_inspector("block")
     after = lab.node_ids()
