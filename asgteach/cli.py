@@ -1,60 +1,31 @@
 """The ``asgteach`` command: start the course, check an install, see a first graph.
 
-    asgteach lab      JupyterLab on the lessons, bound to 127.0.0.1 (extra arguments go to Jupyter)
-    asgteach check    versions, backends, and a tiny graph run and gradient-checked on each backend
-    asgteach demo     the DESIGN.md example graph: its nodes, its values, its gradient check
+    asgteach lab      JupyterLab on (your writable copy of) the lessons, bound to 127.0.0.1
+    asgteach demo     headless: the example graph, a small model trained, a static HTML page of its graph
+    asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
+    asgteach doctor   versions, Jupyter extensions, GPU adapters, and what to install for what is missing
     asgteach student  student versions of the lessons: solutions cut out, outputs cleared
 
 Every subcommand is a small function that returns an exit code; ``main`` only parses arguments.
+The work itself lives in modules named for it: :mod:`asgteach.demo`, :mod:`asgteach.opcheck`,
+:mod:`asgteach.doctor`, :mod:`asgteach.course` and :mod:`asgteach.lessons.student`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import importlib.util
 import os
 import platform
-import shutil
 import subprocess
 import sys
-from pathlib import Path
-from typing import Any, Sequence
+import textwrap
+from typing import Sequence
 
-import numpy as np
+from .demo import example_graph
 
-__all__ = ["main", "build_parser", "example_graph"]
+__all__ = ["main", "build_parser", "example_graph", "explain"]
 
-# Distributions whose versions `asgteach check` reports (None = not installed).
-_REPORTED = ("numpy", "scipy", "matplotlib", "ipywidgets", "ipycytoscape", "safetensors", "tqdm", "wgpu",
-             "jupyterlab", "notebook")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The example every newcomer sees first: the graph of DESIGN.md's API contract.
-# ---------------------------------------------------------------------------------------------------------------
-
-def example_graph(seed: int = 0) -> dict[str, Any]:
-    """Build ``y = sum(relu(x @ w + c) ** 2)`` and its gradients ``dy/dx, dy/dw``, with seeded feeds.
-
-    Returns a dict with the graph ``g``, the tensors ``x, w, y, dx, dw`` and float64 ``feeds``.
-    """
-    import asgteach as at
-
-    with at.Graph(name="demo") as g:
-        x = at.input("x", (4, 3))
-        w = at.parameter("w", (3, 2), init="xavier_uniform")
-        c = at.constant(np.ones(2))
-        y = at.sum(at.relu(x @ w + c) ** 2)
-        dx, dw = at.grad(y, [x, w])
-    rng = np.random.default_rng(seed)
-    feeds = {x: rng.standard_normal((4, 3)), w: rng.standard_normal((3, 2))}
-    return {"g": g, "x": x, "w": w, "y": y, "dx": dx, "dw": dw, "feeds": feeds}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# asgteach check
-# ---------------------------------------------------------------------------------------------------------------
 
 def _version(dist: str) -> str | None:
     try:
@@ -63,67 +34,80 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _compare_backend(backend: str, ex: dict[str, Any], reference: list[np.ndarray]) -> float:
-    """Run the example on ``backend`` in float32 and return the largest error relative to numpy's float64."""
-    import asgteach as at
+def explain(problem: str, fix: str) -> str:
+    """One paragraph for a problem a newcomer meets: what happened, then the fix (wrapped for a terminal)."""
+    return textwrap.fill(f"{problem} Fix: {fix}", width=100)
 
-    feeds32 = {k: v.astype(np.float32) for k, v in ex["feeds"].items()}
-    values = at.run([ex["y"], ex["dx"], ex["dw"]], feeds32, backend=backend)
-    worst = 0.0
-    for got, want in zip(values, reference):
-        scale = 1.0 + float(np.max(np.abs(want)))
-        worst = max(worst, float(np.max(np.abs(np.asarray(got, dtype=np.float64) - want))) / scale)
-    return worst
 
+def _backend_or_explain(name: str) -> bool:
+    """True if backend ``name`` runs here; otherwise print why and how to get it (stderr) and return False."""
+    from .backends import BackendUnavailable, get_backend
+
+    try:
+        get_backend(name)
+    except BackendUnavailable as e:
+        print(explain(f"asgteach: the {name} backend was asked for, but it cannot run on this machine: {e}",
+                      "install what is named above, check with `asgteach doctor`, or use --backend numpy "
+                      "(always available; 'auto' picks wgpu only when it works)."), file=sys.stderr)
+        return False
+    return True
+
+
+def _backends_line() -> str:
+    """One line on which backends run here: numpy always, wgpu when a Vulkan adapter exists."""
+    from .backends import describe
+
+    info = describe()["wgpu"]
+    if info.get("available"):
+        cpu = " - a CPU Vulkan driver: correct, but slow" if info.get("cpu_adapter") else ""
+        return (f"backends: numpy (the default) and wgpu on {info.get('adapter')}{cpu}; "
+                f"use backend='wgpu' (or 'auto') to run on it")
+    reason = str(info.get("reason", "")).split(";")[0]
+    return f"backends: numpy only (wgpu: {reason}; `asgteach doctor` says what to install)"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# asgteach check
+# ---------------------------------------------------------------------------------------------------------------
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Print what is installed, which backends run here, and check a tiny graph on each of them."""
+    """Gradcheck every registry op on numpy (float64) and check every op's parity on wgpu; print a table."""
     import asgteach as at
-    from asgteach import resources
+    from asgteach import opcheck, resources
+    from asgteach.ops.registry import REGISTRY
 
     where = "checkout" if resources.is_checkout() else "installed"
     print(f"asgteach {at.__version__} ({where}: {resources.package_dir()})")
-    print(f"python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
-    versions = ", ".join(f"{d} {_version(d) or '(not installed)'}" for d in _REPORTED)
-    print(f"packages: {versions}")
-    try:
-        shaders = resources.shaders_dir()
-        print(f"shaders: {shaders} ({len(list(shaders.glob('*.wgsl')))} .wgsl files)")
-    except FileNotFoundError as e:
-        print(f"shaders: MISSING - {e}")
-
+    print(f"python {platform.python_version()}, numpy {_version('numpy')}, wgpu {_version('wgpu') or '-'}")
     print("backends:")
     for name, info in at.describe().items():
-        details = ", ".join(f"{k}={v}" for k, v in info.items() if k not in ("available", "reason"))
-        state = "available" if info.get("available") else f"not available - {info.get('reason', 'unknown reason')}"
-        print(f"  {name:6s} {state}{' (' + details + ')' if details else ''}")
+        state = ("available" if info.get("available")
+                 else f"not available - {str(info.get('reason', 'unknown reason')).split(';')[0]}")
+        detail = f" ({info['adapter']})" if info.get("adapter") else ""
+        print(f"  {name:6s} {state}{detail}")
 
-    failures = 0
-    ex = example_graph()
-    reference = [np.asarray(v) for v in at.run([ex["y"], ex["dx"], ex["dw"]], ex["feeds"], backend="numpy")]
-    print(f"tiny graph y = sum(relu(x @ w + c) ** 2) and dy/dx, dy/dw: {len(ex['g'].nodes)} nodes")
-    print(f"  numpy: y = {float(reference[0]):.6g} (float64 reference)")
-    for backend in at.available():
-        if backend == "numpy":
-            continue
-        try:
-            err = _compare_backend(backend, ex, reference)
-        except Exception as e:  # noqa: BLE001 - any failure here is what `check` must report
-            print(f"  {backend}: FAILED to run the graph - {type(e).__name__}: {e}")
-            failures += 1
-            continue
-        ok = err < 1e-4  # float32 against a float64 reference
-        failures += not ok
-        print(f"  {backend}: {'ok' if ok else 'MISMATCH'} - max error vs numpy {err:.2g} (float32, tolerance 1e-4)")
-
-    report = at.gradcheck(ex["y"], [ex["x"], ex["w"]], ex["feeds"])
-    print(report.summary())
-    failures += not report.ok
-
-    if failures:
-        print(f"NOT OK: {failures} check(s) failed (see above)")
+    if args.backend == "all":
+        backends = at.available()
+    else:
+        if not _backend_or_explain(args.backend):
+            return 1
+        backends = [args.backend]
+    ops = args.op or [n for n, s in REGISTRY.items() if not s.leaf]
+    unknown = [o for o in ops if o not in REGISTRY or REGISTRY[o].leaf]
+    if unknown:
+        known = ", ".join(n for n, s in REGISTRY.items() if not s.leaf)
+        print(f"asgteach check: no such op: {', '.join(unknown)} (ops: {known})", file=sys.stderr)
+        return 2
+    print(f"checking {len(ops)} op(s) on {', '.join(backends)}: numpy = float64 gradient check (autograd vs "
+          f"central differences); other backends = float32 value and gradients vs numpy float64")
+    results = opcheck.sweep(backends, ops, progress=False if args.no_progress else None)
+    print(opcheck.format_table(results, backends))
+    failed = [r for r in results if not r.ok]
+    if failed:
+        names = ", ".join(f"{r.op} ({', '.join(b for b, (ok, _) in r.results.items() if not ok)})" for r in failed)
+        print(f"NOT OK: {len(failed)} of {len(results)} ops failed: {names}")
         return 1
-    print(f"OK: asgteach works here (backends: {', '.join(at.available())})")
+    print(f"OK: asgteach works here ({len(results)} ops checked; backends: {', '.join(backends)})")
     return 0
 
 
@@ -132,67 +116,90 @@ def cmd_check(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Build the DESIGN.md example, list its nodes, run it and gradient-check it."""
-    import asgteach as at
+    """The example graph, XOR trained with the loss printed, and a static HTML page of the trained graph."""
+    from . import demo
 
-    ex = example_graph(seed=args.seed)
-    g = ex["g"]
-    print("with at.Graph() as g:")
-    print("    x = at.input('x', (4, 3))")
-    print("    w = at.parameter('w', (3, 2), init='xavier_uniform')")
-    print("    c = at.constant(np.ones(2))")
-    print("    y = at.sum(at.relu(x @ w + c) ** 2)")
-    print("    dx, dw = at.grad(y, [x, w])")
+    if args.backend != "numpy" and args.backend != "auto" and not _backend_or_explain(args.backend):
+        return 1
+    backend = args.backend
+    if backend == "auto":
+        from .backends import available
+
+        backend = "wgpu" if "wgpu" in available() else "numpy"
+    print("== 1. a graph and its gradient graph ==")
+    ok = demo.print_example(sys.stdout, seed=args.seed, backend=backend)
     print()
-    print(f"{g!r} - forward nodes are what you wrote, backward nodes are what at.grad appended:")
-    for n in g.nodes:
-        inputs = ", ".join(f"#{i}" for i in n.inputs) or "-"
-        print(f"  #{n.id:<3d} {n.phase:8s} {n.op:12s} {n.name[:18]:18s} shape={str(n.shape):8s} inputs: {inputs}")
+    print("== 2. a small model, trained ==")
+    loss, history, _ = demo.train_xor(sys.stdout, steps=args.steps, seed=args.seed, backend=backend)
+    falling = history[-1] < history[0]
+    print(f"  loss {history[0]:.4f} -> {history[-1]:.6f} ({'falling' if falling else 'NOT falling'})")
     print()
-    y, dx, dw = at.run([ex["y"], ex["dx"], ex["dw"]], ex["feeds"], backend=args.backend)
-    with np.printoptions(precision=4, suppress=True):
-        print(f"values on the {args.backend} backend (x, w drawn with seed {args.seed}):")
-        print(f"  y = {float(y):.6g}")
-        print(f"  dy/dx =\n{np.asarray(dx)}")
-        print(f"  dy/dw =\n{np.asarray(dw)}")
-    print()
-    report = at.gradcheck(ex["y"], [ex["x"], ex["w"]], ex["feeds"])
-    print(report.summary())
-    return 0 if report.ok else 1
+    print("== 3. the graph, as a page ==")
+    path = demo.write_graph_page(loss, args.out, title="asgteach demo: XOR, forward and backward")
+    print(f"wrote {path}")
+    print("open it in a browser; in Jupyter, at.show(loss) draws the same graph and you can click its nodes")
+    return 0 if ok and falling else 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# asgteach doctor
+# ---------------------------------------------------------------------------------------------------------------
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Versions, Jupyter extensions, adapters; for each missing piece, what to install. Exit 1 if one is needed."""
+    from . import doctor
+
+    findings = doctor.diagnose()
+    if args.json:
+        print(doctor.as_json(findings))
+    else:
+        print(f"asgteach doctor - python {platform.python_version()} ({sys.executable}) on {platform.platform()}")
+        print(doctor.format_findings(findings))
+    needed = [f for f in findings if not f.ok and f.level != "optional"]
+    if not args.json:
+        print()
+        print("NOT READY: fix the items marked [needed] or [for the notebooks] above" if needed else
+              "READY: everything the course needs is here" + ("" if all(f.ok for f in findings)
+                                                               else " (optional parts are absent, see above)"))
+    return 1 if needed else 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # asgteach lab
 # ---------------------------------------------------------------------------------------------------------------
 
-def _lab_folder(requested: str | None) -> Path:
-    """The folder JupyterLab opens: the one asked for, the checkout's lessons/, or a writable copy."""
-    from asgteach import resources
-
-    if requested:
-        return Path(requested).resolve()
-    if resources.is_checkout():
-        return resources.lessons_dir()
-    # Installed from a wheel: site-packages may be read-only and is no place for a student's edits,
-    # so the course is copied once into the current folder and that copy is opened from then on.
-    target = Path.cwd() / "asgteach-lessons"
-    if not target.exists():
-        # (the installed lessons/ folder is also the asgteach.lessons package: copy the notebooks only)
-        shutil.copytree(resources.lessons_dir(), target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-        print(f"copied the lessons to {target} (your edits stay there)")
-    return target
+def _jupyterlab_missing() -> str | None:
+    try:
+        import jupyterlab  # noqa: F401
+    except ImportError as e:
+        return str(e)
+    return None
 
 
 def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
-    """Start JupyterLab on the lessons, listening on 127.0.0.1 only (add --ip=0.0.0.0 to share it)."""
-    if importlib.util.find_spec("jupyterlab") is None:
-        print("JupyterLab is not installed in this environment. Install it with:\n"
-              "    pip install 'asgteach[lab]'", file=sys.stderr)
+    """Start JupyterLab on the student's copy of the lessons, listening on 127.0.0.1 only."""
+    from .course import lessons_workspace
+
+    missing = _jupyterlab_missing()
+    if missing is not None and not args.copy_only:
+        print(explain(f"asgteach lab starts JupyterLab, but JupyterLab cannot be imported in this Python "
+                      f"({sys.executable}: {missing}). asgteach itself is installed; the notebook server is an "
+                      f"extra.", "pip install 'asgteach[lab]' (JupyterLab 4, Notebook 7 and ipykernel) in this same "
+                      "environment, then run `asgteach lab` again; `asgteach doctor` checks the rest."),
+              file=sys.stderr)
         return 1
-    folder = _lab_folder(args.dir)
+    try:
+        folder, origin = lessons_workspace(args.dir)
+    except OSError as e:
+        print(f"asgteach lab: {e}", file=sys.stderr)
+        return 1
     if not folder.is_dir():
-        print(f"no such folder: {folder}", file=sys.stderr)
+        print(f"asgteach lab: no such folder: {folder}", file=sys.stderr)
         return 1
+    print(f"lessons: {folder} ({origin})")
+    if args.copy_only:
+        return 0
+    print(_backends_line(), flush=True)
     cmd = [sys.executable, "-m", "jupyterlab", "--ip=127.0.0.1", f"--ServerApp.root_dir={folder}"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # Jupyter refuses root without it; a fresh VM or a container is often root
@@ -231,31 +238,59 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="asgteach",
         description="asgteach: see how autograd works - build a graph, look at it, differentiate it, run it.",
-        epilog="Run `asgteach COMMAND --help` for the options of one command.",
+        epilog="Run `asgteach COMMAND --help` for the options of one command. New here? `asgteach demo`, "
+               "then `asgteach lab`.",
     )
     parser.add_argument("--version", action="version", version=f"asgteach {_version('asgteach') or '0.1.0'}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     lab = sub.add_parser(
         "lab", allow_abbrev=False, help="start JupyterLab on the lessons (127.0.0.1)",
-        description="Start JupyterLab on the lessons folder, bound to 127.0.0.1. Any argument not listed here "
-                    "goes to Jupyter unchanged, e.g. `asgteach lab --port 8899 --no-browser`.",
+        description="Start JupyterLab on the lessons, bound to 127.0.0.1. Installed from a wheel (or on a hub, "
+                    "where the package folder is read-only), the lessons are first copied to a folder you can "
+                    "write to: $ASGTEACH_LESSONS_DIR, else ./asgteach-lessons, else ~/asgteach-lessons; later runs "
+                    "add new lessons and never overwrite your edits. A checkout opens its own lessons/. The numpy "
+                    "backend is the default; wgpu runs when a Vulkan adapter exists (a line at start says which). "
+                    "Any argument not listed here goes to Jupyter unchanged, e.g. `asgteach lab --port 8899 "
+                    "--no-browser`.",
     )
     lab.add_argument("--dir", help="open this folder instead of the lessons")
+    lab.add_argument("--copy-only", action="store_true",
+                     help="only make (or update) the copy of the lessons and print its folder; start nothing "
+                          "(for a JupyterHub, where the server is already running)")
 
-    sub.add_parser(
-        "check", help="show versions and backends; run and gradient-check a tiny graph",
-        description="Print versions and the backends that run here, run a tiny graph on every available backend "
-                    "(compared with numpy in float64) and gradient-check it. Exit code 0 means OK.",
+    check = sub.add_parser(
+        "check", help="gradient-check every op on numpy, check every op's parity on wgpu; print a table",
+        description="For every op of the registry: on numpy, a float64 gradient check (autograd's backward graph "
+                    "vs central differences); on wgpu (when an adapter exists), the float32 value and gradients "
+                    "vs numpy float64 at float32 tolerances. Prints a table (op, numpy, wgpu). Exit code 0: all "
+                    "ok; 1: an op failed.",
     )
+    check.add_argument("--backend", default="all",
+                       help="all (default: every backend available here), numpy or wgpu (an error if it cannot run)")
+    check.add_argument("--op", action="append", metavar="NAME", help="check only this op (repeatable)")
+    check.add_argument("--no-progress", action="store_true", help="no progress bar (also: ASGTEACH_NO_PROGRESS=1)")
 
     demo = sub.add_parser(
-        "demo", help="build, run and gradient-check the example graph",
-        description="Build y = sum(relu(x @ w + c) ** 2) and its gradients, list the nodes of the graph, "
-                    "print the values and the gradient check.",
+        "demo", help="headless: a graph and its gradients, a small model trained, an HTML page of its graph",
+        description="No Jupyter needed. 1) Build y = sum(relu(x @ w + c) ** 2) and its gradients, list the nodes, "
+                    "print the values and the gradient check. 2) Train XOR with a 2-8-1 MLP, printing the loss as "
+                    "it falls. 3) Write a static HTML page of the trained model's graph and print its path.",
     )
-    demo.add_argument("--seed", type=int, default=0, help="seed of the random x and w (default 0)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the random draws (default 0)")
     demo.add_argument("--backend", default="numpy", help="numpy (default), wgpu or auto")
+    demo.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    demo.add_argument("--out", metavar="PATH", help="where to write the HTML page (default ./asgteach-demo.html)")
+
+    doctor = sub.add_parser(
+        "doctor", help="versions, Jupyter extensions, GPU adapters - and what to install when something is missing",
+        description="Check what the course needs: Python and package versions, the lessons and shaders, JupyterLab "
+                    "4 / Notebook 7 and the two frontend extensions the graph view needs (the Jupyter widgets "
+                    "manager and ipycytoscape), and the WebGPU adapters. For each missing piece it prints the "
+                    "command that fixes it. Exit code 1 when something the notebooks need is missing (a missing GPU "
+                    "adapter is optional: numpy works everywhere).",
+    )
+    doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 
     student = sub.add_parser(
         "student", help="write student versions of the lessons (solutions cut out)",
@@ -277,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_lab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    commands = {"check": cmd_check, "demo": cmd_demo, "student": cmd_student}
+    commands = {"check": cmd_check, "demo": cmd_demo, "doctor": cmd_doctor, "student": cmd_student}
     return commands[args.command](args)
 
 

@@ -1,0 +1,340 @@
+"""The ``asgteach`` command, run as a newcomer runs it: in a subprocess, reading its output and exit code.
+
+Also the errors a newcomer meets (no Vulkan driver, no JupyterLab, widgets not importable or not
+enabled, at.show outside Jupyter): each must end in one paragraph that names the fix, never a
+traceback. Missing pieces are simulated without touching the machine: ``VK_ICD_FILENAMES`` pointing
+at no driver hides every Vulkan driver; a package on ``PYTHONPATH`` whose import fails hides an
+installed one; a private ``JUPYTER_CONFIG_DIR`` disables a frontend extension.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import asgteach as at
+from asgteach.ops.registry import REGISTRY
+
+ROOT = Path(__file__).resolve().parents[1]
+ASGTEACH = str(Path(sys.executable).parent / "asgteach")
+COMMANDS = ("lab", "demo", "check", "doctor", "student")
+OPS = [n for n, s in REGISTRY.items() if not s.leaf]
+
+
+def _run(args: list[str], env: dict | None = None, cwd: Path | str = ROOT, timeout: float = 180,
+         **kw) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "ASGTEACH_NO_PROGRESS": "1", **(env or {})}
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd, **kw)
+
+
+def _hide_package(tmp_path: Path, name: str) -> dict:
+    """An environment where ``import name`` fails as if the package were not installed."""
+    pkg = tmp_path / "hide" / name
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(f'raise ImportError("No module named {name!r} (hidden by the test)")\n')
+    return {"PYTHONPATH": str(tmp_path / "hide")}
+
+
+NO_VULKAN = {"VK_ICD_FILENAMES": "/nonexistent/no-driver.json"}
+
+
+# --- --help everywhere ----------------------------------------------------------------------------
+
+def test_help_lists_every_command() -> None:
+    proc = _run([ASGTEACH, "--help"])
+    assert proc.returncode == 0, proc.stderr
+    for command in COMMANDS:
+        assert re.search(rf"^\s+{command}\s+\S", proc.stdout, re.M), f"{command} missing from --help:\n{proc.stdout}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command: str) -> None:
+    proc = _run([ASGTEACH, command, "--help"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"usage: asgteach {command}"), proc.stdout[:200]
+    assert len(proc.stdout.split("\n\n")[1]) > 80, "the description should say what the command does"
+
+
+def test_bad_arguments_are_usage_errors() -> None:
+    proc = _run([ASGTEACH, "check", "--no-such-flag"])
+    assert proc.returncode == 2 and "unrecognized arguments: --no-such-flag" in proc.stderr
+    proc = _run([ASGTEACH])
+    assert proc.returncode == 2 and "COMMAND" in proc.stderr
+    proc = _run([ASGTEACH, "check", "--op", "no_such_op"])
+    assert proc.returncode == 2 and "no such op: no_such_op" in proc.stderr
+
+
+# --- asgteach check ---------------------------------------------------------------------------------
+
+def test_every_op_has_a_sample() -> None:
+    from asgteach.opsamples import SAMPLES, missing_samples
+
+    assert missing_samples() == [], "add these ops to asgteach/opsamples.py so `asgteach check` covers them"
+    assert not set(SAMPLES) - set(OPS), f"samples for ops not in the registry: {set(SAMPLES) - set(OPS)}"
+
+
+def test_check_sweeps_every_op_on_every_backend() -> None:
+    proc = _run([ASGTEACH, "check"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    backends = at.available()
+    header = next(line for line in out.splitlines() if line.startswith("op "))
+    assert "numpy (float64 gradcheck)" in header
+    assert ("wgpu (float32 vs numpy)" in header) == ("wgpu" in backends)
+    rows = {line.split()[0]: line for line in out.splitlines()[out.splitlines().index(header) + 2:]
+            if line and not line.startswith(("OK", "NOT OK"))}
+    assert sorted(rows) == sorted(OPS), f"the table must have one row per registry op:\n{out}"
+    for op, line in rows.items():
+        assert line.count("ok  ") == len(backends) and "FAIL" not in line, line
+    assert re.search(r"^div\s+arithmetic\s+ok\s+max err \S+", out, re.M), out
+    assert "forward only (not differentiable)" in rows["argmax"]
+    assert "zero gradient by design" in rows["greater"]
+    assert out.rstrip().endswith(f"OK: asgteach works here ({len(OPS)} ops checked; backends: {', '.join(backends)})")
+
+
+def test_check_fails_with_exit_code_1_on_a_wrong_rule() -> None:
+    # div's backward rule with the sign of d/db flipped, as a student might write it
+    script = (
+        "import sys\n"
+        "from asgteach.cli import main\n"
+        "from asgteach.ops.registry import patched, spec\n"
+        "right = spec('div').vjp\n"
+        "def wrong(c, g):\n"
+        "    da, db = right(c, g)\n"
+        "    return da, (None if db is None else -db)\n"
+        "with patched('div', vjp=wrong):\n"
+        "    sys.exit(main(['check', '--backend', 'numpy', '--op', 'div', '--op', 'mul']))\n"
+    )
+    proc = _run([sys.executable, "-c", script])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert re.search(r"^div\s+arithmetic\s+FAIL d/dx1 off by up to .*; wrong rule: div, input 1$", proc.stdout,
+                     re.M), proc.stdout
+    assert re.search(r"^mul\s+arithmetic\s+ok\s", proc.stdout, re.M), proc.stdout
+    assert "NOT OK: 1 of 2 ops failed: div (numpy)" in proc.stdout
+
+
+def test_check_shows_a_progress_bar() -> None:
+    proc = _run([ASGTEACH, "check", "--backend", "numpy", "--op", "add", "--op", "conv2d"],
+                env={"ASGTEACH_NO_PROGRESS": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # a bar over the ops, naming the one being checked (leave=False: it is cleared at the end)
+    assert re.search(r"checking ops: +0%\|.*\| 0/2 .*conv2d\]", proc.stderr), proc.stderr
+
+
+def test_check_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
+    proc = _run([ASGTEACH, "check", "--backend", "wgpu"], env=NO_VULKAN)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "the wgpu backend was asked for, but it cannot run on this machine" in proc.stderr
+    assert "mesa-vulkan-drivers" in proc.stderr.replace("\n", " ") or "asgteach[gpu]" in proc.stderr
+    assert "Fix:" in proc.stderr and "asgteach doctor" in proc.stderr.replace("\n", " ")
+    # and the plain sweep still runs, on numpy alone
+    proc = _run([ASGTEACH, "check", "--op", "tanh"], env=NO_VULKAN)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^  wgpu\s+not available - no Vulkan adapter found", proc.stdout, re.M), proc.stdout
+    assert proc.stdout.rstrip().endswith("(1 ops checked; backends: numpy)")
+
+
+# --- asgteach demo ----------------------------------------------------------------------------------
+
+def test_demo_trains_and_writes_a_page(tmp_path: Path) -> None:
+    page = tmp_path / "out" / "graph.html"
+    proc = _run([ASGTEACH, "demo", "--out", str(page)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "<Graph 'demo': 20 nodes (9 forward, 11 backward)>" in out
+    assert re.search(r"#8\s+forward\s+sum", out) and re.search(r"#19\s+backward\s+matmul", out), out
+    assert "y = 29.1778" in out  # the README's example prints the same (tests/test_packaging.py)
+    assert "gradcheck PASSED" in out
+    losses = [float(v) for v in re.findall(r"^  step +\d+ +loss (\S+)", out, re.M)]
+    assert len(losses) == 7 and losses[0] > 0.2 and losses[-1] < 1e-3, out
+    assert all(a > b for a, b in zip(losses, losses[1:])), f"the loss should fall at every printed step: {losses}"
+    assert f"wrote {page}" in out
+    html = page.read_text()
+    assert html.startswith("<!doctype html>") and "<svg" in html and "mlp.0.weight" in html
+    assert "stroke-dasharray" in html, "the backward graph (dashed) should be drawn too"
+
+
+def test_demo_default_page_goes_to_the_current_folder(tmp_path: Path) -> None:
+    proc = _run([ASGTEACH, "demo", "--steps", "20"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp_path / "asgteach-demo.html").is_file()
+    assert f"wrote {tmp_path / 'asgteach-demo.html'}" in proc.stdout
+
+
+def test_demo_on_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
+    proc = _run([ASGTEACH, "demo", "--backend", "wgpu"], env=NO_VULKAN)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot run on this machine" in proc.stderr and "--backend numpy" in proc.stderr.replace("\n", " ")
+    proc = _run([ASGTEACH, "demo", "--backend", "auto", "--steps", "10", "--out", os.devnull], env=NO_VULKAN)
+    assert proc.returncode == 0 and "10 steps on numpy" in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- asgteach doctor --------------------------------------------------------------------------------
+
+def test_doctor_on_this_machine(tmp_path: Path) -> None:
+    proc = _run([ASGTEACH, "doctor"], env={"JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    for needle in ("ok      numpy", "ok      ipycytoscape (the clickable graph): 1.3.3", "ok      jupyterlab",
+                   "ok      notebook", "ok      extension @jupyter-widgets/jupyterlab-manager",
+                   "ok      extension jupyter-cytoscape", "WebGPU adapter"):
+        assert needle in out, f"{needle!r} missing:\n{out}"
+    assert out.rstrip().splitlines()[-1].startswith("READY")
+
+
+def test_doctor_json_and_a_missing_vulkan_driver(tmp_path: Path) -> None:
+    proc = _run([ASGTEACH, "doctor", "--json"], env={**NO_VULKAN, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
+    assert proc.returncode == 0, "a missing GPU adapter is optional: numpy works everywhere"
+    findings = {f["what"]: f for f in json.loads(proc.stdout)}
+    adapter = findings["WebGPU adapter (the wgpu backend)"]
+    assert adapter["ok"] is False and adapter["level"] == "optional"
+    assert "mesa-vulkan-drivers" in adapter["fix"]
+
+
+def test_doctor_names_the_fix_for_a_disabled_widgets_extension(tmp_path: Path) -> None:
+    env = {"JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
+    proc = _run([sys.executable, "-m", "jupyterlab.labextensions", "disable", "--level=user",
+                 "@jupyter-widgets/jupyterlab-manager"], env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = _run([ASGTEACH, "doctor"], env=env)
+    assert proc.returncode == 1, proc.stdout
+    assert re.search(r"MISSING extension @jupyter-widgets/jupyterlab-manager .*disabled", proc.stdout), proc.stdout
+    assert "jupyter labextension enable @jupyter-widgets/jupyterlab-manager" in proc.stdout
+    assert "NOT READY" in proc.stdout
+
+
+def test_doctor_without_jupyterlab(tmp_path: Path) -> None:
+    proc = _run([ASGTEACH, "doctor"], env=_hide_package(tmp_path, "jupyterlab"))
+    assert proc.returncode == 1, proc.stdout
+    assert "pip install 'asgteach[lab]'" in proc.stdout and "NOT READY" in proc.stdout
+
+
+# --- asgteach lab -----------------------------------------------------------------------------------
+
+def test_lab_without_jupyterlab_explains_the_fix(tmp_path: Path) -> None:
+    proc = _run([ASGTEACH, "lab", "--no-browser"], env=_hide_package(tmp_path, "jupyterlab"), cwd=tmp_path)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    text = proc.stderr.replace("\n", " ")
+    assert "JupyterLab cannot be imported" in text and "pip install 'asgteach[lab]'" in text
+    assert not (tmp_path / "asgteach-lessons").exists()
+
+
+def test_lab_prints_the_folder_and_the_backends_before_starting(tmp_path: Path) -> None:
+    # an option Jupyter rejects stops the server right after asgteach's own lines
+    proc = _run([ASGTEACH, "lab", "--dir", str(tmp_path), "--no-such-jupyter-option=1"], cwd=tmp_path,
+                env={"JUPYTER_CONFIG_DIR": str(tmp_path / "cfg"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")})
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"lessons: {tmp_path} (the folder you asked for)", proc.stdout
+    expected = "backends: numpy (the default) and wgpu on " if "wgpu" in at.available() else "backends: numpy only"
+    assert lines[1].startswith(expected), lines[1]
+    assert lines[2].startswith("starting: ") and "--ip=127.0.0.1" in lines[2], lines[2]
+    assert proc.returncode != 0  # Jupyter refused the option: nothing was left running
+
+
+def test_lab_copy_only_in_a_checkout_opens_its_lessons() -> None:
+    proc = _run([ASGTEACH, "lab", "--copy-only"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"lessons: {ROOT / 'lessons'} (the lessons of this checkout)"
+
+
+def test_lessons_are_copied_to_a_writable_folder_for_an_installed_read_only_package(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    # an installed package on a hub: its lessons folder is read-only, so is the folder the server starts in
+    from asgteach import course, resources
+
+    installed = tmp_path / "site" / "asgteach" / "lessons"
+    installed.mkdir(parents=True)
+    for name in ("00-welcome.ipynb", "01-derivatives-numerically.ipynb", "checks.py"):
+        (installed / name).write_text("{}" if name.endswith(".ipynb") else "# the checks package\n")
+    home, start = tmp_path / "home", tmp_path / "readonly-start"
+    home.mkdir()
+    start.mkdir()
+    for p in (*installed.iterdir(), installed, start):
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    monkeypatch.setattr(resources, "lessons_dir", lambda: installed)
+    monkeypatch.setattr(resources, "is_checkout", lambda: False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("ASGTEACH_LESSONS_DIR", raising=False)
+    monkeypatch.chdir(start)
+    if os.access(start, os.W_OK):  # root ignores permission bits: make the folder unwritable another way
+        monkeypatch.setattr(course, "_writable", lambda folder: folder != start and folder.is_dir())
+    try:
+        folder, origin = course.lessons_workspace()
+        assert folder == home / "asgteach-lessons", folder
+        assert sorted(p.name for p in folder.iterdir()) == ["00-welcome.ipynb", "01-derivatives-numerically.ipynb"]
+        assert "made now" in origin
+        assert os.access(folder / "00-welcome.ipynb", os.W_OK)
+        (folder / "00-welcome.ipynb").write_text('{"edited": true}')
+        # the course gains a lesson: the next start adds it and keeps the student's edit
+        installed.chmod(0o755)
+        (installed / "02-the-asg.ipynb").write_text("{}")
+        folder2, origin2 = course.lessons_workspace()
+        assert folder2 == folder and "02-the-asg.ipynb" in origin2
+        assert (folder / "00-welcome.ipynb").read_text() == '{"edited": true}'
+        # and a named place wins
+        monkeypatch.setenv("ASGTEACH_LESSONS_DIR", str(tmp_path / "class"))
+        assert course.lessons_workspace()[0] == tmp_path / "class"
+    finally:
+        for p in (installed, start):
+            p.chmod(0o755)
+
+
+# --- at.show and progress bars ---------------------------------------------------------------------
+
+_SHOW = ("import asgteach as at\n"
+         "with at.Graph() as g:\n"
+         "    x = at.input('x', (2,))\n"
+         "    y = at.sum(at.tanh(x) * x)\n"
+         "    at.grad(y, [x])\n"
+         "page = at.show(y)\n"
+         "print(type(page).__name__, '<svg' in page.data)\n")
+
+
+def test_show_outside_jupyter_falls_back_to_static_html_and_says_why() -> None:
+    proc = _run([sys.executable, "-c", _SHOW])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "HTML True"
+    assert "not a Jupyter kernel" in proc.stderr and "Fix:" in proc.stderr and "asgteach lab" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, "one paragraph"
+
+
+def test_show_without_the_widget_packages_says_what_to_install(tmp_path: Path) -> None:
+    proc = _run([sys.executable, "-c", _SHOW], env=_hide_package(tmp_path, "ipycytoscape"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "HTML True"
+    assert "cannot be imported" in proc.stderr and "pip install ipywidgets 'ipycytoscape==1.3.3'" in proc.stderr
+
+
+def test_static_picture_tells_a_jupyter_user_what_is_wrong() -> None:
+    from asgteach.widgets.static import static_html
+
+    with at.Graph():
+        y = at.sum(at.input("x", (2,)) ** 2)
+    assert "widgets extension is not enabled" in static_html(y) and "asgteach doctor" in static_html(y)
+
+
+def test_gradcheck_progress_bar_only_for_long_checks(monkeypatch, capsys) -> None:
+    gc = sys.modules["asgteach.gradcheck"]  # (at.gradcheck, the attribute, is the function)
+
+    monkeypatch.delenv("ASGTEACH_NO_PROGRESS", raising=False)
+    assert gc._progress_bar(gc.PROGRESS_MIN_EVALUATIONS, None).disable
+    long_bar = gc._progress_bar(gc.PROGRESS_MIN_EVALUATIONS + 1, None)
+    assert not long_bar.disable and long_bar.delay == 1.0
+    long_bar.close()
+    monkeypatch.setenv("ASGTEACH_NO_PROGRESS", "1")
+    assert gc._progress_bar(10_000, None).disable
+    # asked for explicitly: drawn at once, counting every graph run of the check
+    with at.Graph():
+        x = at.input("x", (3, 4))
+        y = at.sum(at.tanh(x))
+    rep = at.gradcheck(y, [x], {x: __import__("numpy").full((3, 4), 0.3)}, progress=True)
+    assert rep.ok
+    err = capsys.readouterr().err
+    assert re.search(r"gradcheck: +0%.*\| 0/25 ", err), err  # total: 1 backward run + 2 x 12 forward runs
