@@ -18,6 +18,7 @@ float64, the full Jacobian (``fast=True``: a few random directions instead).
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -222,6 +223,7 @@ def gradcheck(
     fast: bool = False,
     n_directions: int = 3,
     locate: bool = True,
+    progress: bool | None = None,
 ) -> GradcheckReport:
     """Compare autograd's gradients of ``y`` w.r.t. ``xs`` with central differences (float64).
 
@@ -232,6 +234,10 @@ def gradcheck(
         fast: check ``n_directions`` random directions u^T J v instead of every entry.
         locate: on failure, check each node's backward rule on its own and name the
             wrong one(s) in ``report.culprits``.
+        progress: a tqdm bar over the graph evaluations. ``None`` (default): on for long
+            checks only, those with more than ``PROGRESS_MIN_EVALUATIONS`` runs of the graph,
+            and even then drawn only once the check has taken a second (so quick checks
+            print nothing); ``ASGTEACH_NO_PROGRESS=1`` turns it off.
 
     The user's graph is not modified: the check works on a private copy.
     """
@@ -240,6 +246,9 @@ def gradcheck(
     out_shape = checker.y.shape
     m = int(np.prod(out_shape, dtype=np.int64))
     results: list[InputCheck] = []
+    # full mode: one backward run per output element, two forward runs per input element
+    evaluations = (m + 2 * sum(x.size for x in checker.xs)) if not fast else 3 * n_directions * len(checker.xs)
+    bar = _progress_bar(evaluations, progress)
     if not fast:
         analytical = [np.zeros((m, x.size)) for x in checker.xs]
         for j in range(m):
@@ -247,6 +256,7 @@ def gradcheck(
             u[j] = 1.0
             for k, g in enumerate(checker.vjp(u.reshape(out_shape))):
                 analytical[k][j] = g.ravel()
+            bar.update(1)
         for k, x in enumerate(checker.xs):
             numerical = np.zeros((m, x.size))
             for i in range(x.size):
@@ -256,6 +266,7 @@ def gradcheck(
                 f_plus = checker.f(checker.shifted(k, delta))
                 f_minus = checker.f(checker.shifted(k, -delta))
                 numerical[:, i] = ((f_plus - f_minus) / (2 * eps)).ravel()
+                bar.update(2)
             results.append(_compare(xs_list[k].name, x.shape, numerical, analytical[k], atol, rtol, True, out_shape))
     else:
         rng = np.random.default_rng(0)
@@ -268,10 +279,27 @@ def gradcheck(
                 f_minus = checker.f(checker.shifted(k, -eps * v))
                 nums.append(float(np.sum(u * (f_plus - f_minus))) / (2 * eps))
                 anas.append(float(np.sum(checker.vjp(u)[k] * v)))
+                bar.update(3)
             results.append(_compare(xs_list[k].name, x.shape, np.array(nums), np.array(anas), atol, rtol, False, ()))
+    bar.close()
     ok = all(r.ok for r in results)
     culprits = [] if ok or not locate else _locate(checker, eps, atol, rtol)
     return GradcheckReport(ok, results, culprits, "fast" if fast else "full", eps, atol, rtol, _probe=checker)
+
+
+#: ``gradcheck(progress=None)`` shows a bar only for checks with more graph runs than this.
+PROGRESS_MIN_EVALUATIONS = 200
+
+
+def _progress_bar(total: int, progress: bool | None) -> Any:
+    """A tqdm bar (notebook widget or terminal) over ``total`` graph runs, or a disabled one."""
+    from tqdm.auto import tqdm
+
+    delay = 0.0
+    if progress is None:
+        progress = total > PROGRESS_MIN_EVALUATIONS and os.environ.get("ASGTEACH_NO_PROGRESS") != "1"
+        delay = 1.0  # automatic bars wait a second: a quick check draws nothing (no clutter in notebooks)
+    return tqdm(total=total, desc="gradcheck", unit="run", disable=not progress, leave=False, delay=delay)
 
 
 def _locate(checker: _Checker, eps: float, atol: float, rtol: float) -> list[NodeCheck]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
 __all__ = ["show", "widgets_available", "notebook_bundle"]
@@ -9,12 +10,33 @@ __all__ = ["show", "widgets_available", "notebook_bundle"]
 
 def widgets_available() -> bool:
     """Can an interactive view be built here (ipywidgets and ipycytoscape importable)?"""
+    return _widgets_missing() is None
+
+
+def _widgets_missing() -> str | None:
+    """Why no interactive view can be built (the failed import), or None when it can."""
     try:
         import ipycytoscape  # noqa: F401
         import ipywidgets  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as e:
+        return str(e)
+    return None
+
+
+def _why_static() -> str | None:
+    """One paragraph saying why ``at.show`` falls back to a static picture, with the fix; None if it need not."""
+    missing = _widgets_missing()
+    if missing is not None:
+        return (f"at.show: drawing a static picture instead of the clickable graph, because the widget packages "
+                f"cannot be imported ({missing}). Fix: `pip install ipywidgets 'ipycytoscape==1.3.3'` in the "
+                f"environment of this kernel, restart the kernel, and run the cell again (`asgteach doctor` "
+                f"checks the whole set-up).")
+    if not _in_kernel():
+        return ("at.show: this is not a Jupyter kernel (a plain `python` or a terminal), and the clickable graph "
+                "is a Jupyter widget that only a notebook page can draw, so a static HTML picture is returned "
+                "instead. Fix: run this code in a notebook (`asgteach lab` opens JupyterLab), or keep the picture: "
+                "`open('graph.html', 'w').write(at.show(y).data)` and open graph.html in a browser.")
+    return None
 
 
 def show(
@@ -48,7 +70,10 @@ def show(
         The :class:`~asgteach.widgets.view.GraphView` (``.widget`` is the ipywidgets box),
         or, when static, an ``IPython.display.HTML`` object.
     """
-    if static or not widgets_available():
+    why = None if static or not display else _why_static()
+    if why is not None:  # said once per call, on stderr, so a script's own output stays clean
+        print(why, file=sys.stderr)
+    if static or why is not None or not widgets_available():
         from .static import static_html
 
         expanded: Any = "auto" if collapse is None else (set() if collapse else None)

@@ -126,8 +126,13 @@ def static_html(target: Any, lang: str = "en", mode: str | None = None, expanded
         parts.append("</g>")
     parts.append("</svg>")
     cats = sorted({e["data"]["cat"] for e in els if e["data"].get("cat")})
-    note = ("static view (no widget frontend): run the notebook in Jupyter to click nodes" if not lang.startswith("ru")
-            else "статичный вид (нет фронтенда виджетов): запустите блокнот в Jupyter, чтобы щёлкать узлы")
+    # Seen in JupyterLab/Notebook, this picture means the widget manager extension is missing or disabled
+    note = ("static view (no widget frontend): run the notebook in Jupyter to click nodes. Seeing this inside "
+            "JupyterLab or Notebook? The Jupyter widgets extension is not enabled there: run `asgteach doctor` "
+            "in a terminal, it says what to install" if not lang.startswith("ru")
+            else "статичный вид (нет фронтенда виджетов): запустите блокнот в Jupyter, чтобы щёлкать узлы. Видите "
+            "это в JupyterLab или Notebook? Там не включено расширение виджетов Jupyter: выполните в терминале "
+            "`asgteach doctor`, он скажет, что установить")
     return (f'<div class="asg-static" style="overflow:auto">{"".join(parts)}'
             f'{legend_html(cats or None, lang, backward=mode != "forward")}'
             f'<div style="font-size:10px;color:#888">{html.escape(note)}</div></div>')
