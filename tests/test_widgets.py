@@ -218,6 +218,10 @@ def test_large_graph_starts_collapsed():
     assert len(E.scope_of(loss).ids) > 1000
     assert view.expanded == set()
     assert len([e for e in view._elements if e["group"] == "nodes"]) < 30
+    full = E.build_elements(E.scope_of(loss), "both", None)
+    assert len([e for e in full if e["group"] == "nodes"]) > E.BOX_LIMIT
+    assert not any(e["classes"] == "compound" or "parent" in e["data"] for e in full), \
+        "no layer boxes on huge views: dagre's compound layout would freeze the browser"
     view.click("g:block1")
     keys = {w.data["key"] for w in view.cyto.graph.nodes}
     assert "g:block1.attn" in keys

@@ -33,6 +33,9 @@ __all__ = [
 MODES = ("forward", "backward", "both")
 #: Above this many drawn nodes, views start with every layer collapsed into one node.
 COLLAPSE_DEFAULT = 150
+#: Open layers are drawn as boxes only up to this many drawn nodes: dagre lays out compound
+#: graphs much more slowly than flat ones, and boxes stop helping the eye at this size.
+BOX_LIMIT = 250
 #: Prefix of the groups holding a layer's backward nodes.
 BACKWARD_MARK = "∇ "
 #: Meta keys by which autograd ties a backward node to a forward node.
@@ -224,6 +227,9 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
             rep[i] = node_element_id(i)
             if enclosing:
                 parent_of[rep[i]] = group_element_id(enclosing)
+    if sum(1 for i in ids if rep[i] == node_element_id(i)) + len(members) > BOX_LIMIT:
+        open_groups = set()  # too big for boxes: members are drawn loose (see BOX_LIMIT)
+        parent_of = {}
     for name in open_groups:
         parts = name.rsplit(".", 1)
         if len(parts) == 2 and parts[0] in open_groups:

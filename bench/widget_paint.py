@@ -1,0 +1,185 @@
+"""How fast the GraphView paints and answers clicks, measured in real JupyterLab + Chromium.
+
+    .venv/bin/python bench/widget_paint.py [--clicks 12] [--blocks 6]
+
+Builds a graph of six transformer blocks, forward and backward (over 1,000 nodes), and in
+a headless Debian Chromium measures:
+
+* **first paint, all nodes drawn** (``collapse=False``): from the moment the cell is run
+  (Shift+Enter) until cytoscape holds every node and has laid them out (a frame later);
+  the kernel's share (building the element widgets) is printed by the cell itself;
+* **first paint, layers collapsed** (the default for a graph this size);
+* **click -> inspector**: from the mouse-down on a node to the inspector's DOM showing that
+  node (and, separately, to MathJax having typeset its formulas), median over clicks.
+
+Targets from issue 6: first paint < 2 s, click -> inspector < 150 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from browser.harness import JupyterLab, Lab, browser, write_notebook  # noqa: E402
+
+SETUP = """
+import time
+import asgteach as at
+from asgteach import nn
+
+with at.Graph("bench") as g:
+    x = at.input("x", (2, 4, 8))
+    out = x
+    for k in range({blocks}):
+        out = nn.TransformerBlock(8, 2, name=f"block{{k}}")(out)
+    loss = at.mean(out * out)
+    at.grad(loss, [at.Tensor(g, p.id) for p in g.parameters()])
+print("NODES", len(g.nodes))
+"""
+SHOW = """
+t0 = time.perf_counter()
+view = at.show(loss, collapse={collapse}, display=False)
+print("KERNEL_BUILD_S %.3f ELEMENTS %d" % (time.perf_counter() - t0, len(view._elements)))
+view
+"""
+
+# set up in the page before the cell runs: t0 at Shift+Enter, t1 when the n-th graph has N laid-out nodes
+_WATCH_PAINT = """([n, want]) => new Promise((resolve) => {
+  const t0 = performance.now();
+  const tick = () => {
+    const els = document.querySelectorAll('.asg-graphview .custom-widget');
+    const el = els[n];
+    const cy = el && el._cyreg && el._cyreg.cy;
+    if (performance.now() - t0 > 180000) {
+      resolve({ms: null, nodes: cy ? cy.nodes().length : 0, edges: cy ? cy.edges().length : 0});
+      return;
+    }
+    if (cy && cy.nodes().length >= want) {
+      const bb = cy.elements().boundingBox();
+      if (bb.w > 0 && bb.h > 0) {
+        requestAnimationFrame(() => resolve({ms: performance.now() - t0, nodes: cy.nodes().length,
+                                              edges: cy.edges().length}));
+        return;
+      }
+    }
+    requestAnimationFrame(tick);
+  };
+  tick();
+})"""
+
+_WATCH_CLICK = """([n, nid]) => new Promise((resolve) => {
+  const panel = document.querySelectorAll('.asg-inspector-panel')[n];
+  let t0 = null, tDom = null;
+  document.addEventListener('mousedown', () => { t0 = performance.now(); }, {capture: true, once: true});
+  const check = () => {
+    if (t0 !== null) {
+      const box = panel.querySelector('.asg-inspector[data-node="' + nid + '"]');
+      if (box && tDom === null) tDom = performance.now();
+      if (box && (box.querySelector('mjx-container') || !box.querySelector('.asg-math'))) {
+        resolve({dom: tDom - t0, math: performance.now() - t0});
+        return;
+      }
+    }
+    requestAnimationFrame(check);
+  };
+  check();
+})"""
+
+
+def run_cell(lab: Lab, index: int, attempts: int = 4) -> None:
+    """Run cell ``index`` with Shift+Enter (retried while the kernel is still starting)."""
+    cell = lab.page.locator(".jp-Notebook .jp-Cell").nth(index)
+    for _ in range(attempts):
+        cell.locator(".jp-InputArea-editor").click()
+        lab.page.keyboard.press("Shift+Enter")
+        try:
+            lab.page.wait_for_function(
+                "(i) => /\\[(\\*|\\d+)\\]/.test(document.querySelectorAll('.jp-Notebook .jp-Cell')[i]"
+                ".querySelector('.jp-InputArea-prompt').textContent)", arg=index, timeout=20_000)
+            return
+        except Exception:  # noqa: BLE001 - not started: try again
+            continue
+    raise RuntimeError(lab.fail(f"cell {index} never started"))
+
+
+def _start(lab: Lab, watcher: str, arg: list) -> None:
+    """Start a watcher promise in the page WITHOUT waiting for it (evaluate would wait)."""
+    lab.page.evaluate(f"(arg) => {{ window.__asgWatch = ({watcher})(arg); return null; }}", arg)
+
+
+def _result(lab: Lab) -> dict:
+    return lab.page.evaluate("() => window.__asgWatch")
+
+
+def measure_paint(lab: Lab, cell: int, view_index: int, want_nodes: int) -> dict:
+    _start(lab, _WATCH_PAINT, [view_index, want_nodes])
+    run_cell(lab, cell)
+    return _result(lab)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--clicks", type=int, default=12)
+    ap.add_argument("--blocks", type=int, default=6)
+    ap.add_argument("--full", action="store_true",
+                    help="also try drawing every node at once (collapse=False); see the docstring")
+    args = ap.parse_args()
+    cells = [SETUP.format(blocks=args.blocks), SHOW.format(collapse="None")]
+    if args.full:
+        cells.append(SHOW.format(collapse="False"))
+    with JupyterLab() as server:
+        write_notebook(server.root / "bench.ipynb", cells)
+        with browser() as page:
+            lab = Lab(page, server)
+            lab.open("bench.ipynb")
+            run_cell(lab, 0)
+            lab.page.wait_for_function("() => document.body.innerText.includes('NODES ')", timeout=lab.timeout)
+            n_graph = int(page.locator(".jp-OutputArea-output", has_text="NODES").first.inner_text().split()[1])
+            coll = measure_paint(lab, 1, 0, 2)
+            if coll["ms"] is None:
+                raise SystemExit(lab.fail(f"the collapsed graph did not paint within 180 s: {coll}"))
+            build_coll = page.locator(".jp-OutputArea-output", has_text="KERNEL_BUILD_S").first.inner_text()
+            time.sleep(3.0)  # the fit-after-display timers
+            lab.screenshot("bench_collapsed_graph", page.locator(".asg-graphview").first)
+            # open one block: time from the click until the expanded layer is laid out
+            n_before = len(lab.node_ids())
+            t0 = time.perf_counter()
+            lab.click_node("g:block0")
+            lab.page.wait_for_function(
+                "(n) => { const el = document.querySelector('.asg-graphview .custom-widget');"
+                " const cy = el._cyreg.cy; return cy.nodes().length > n && cy.elements().boundingBox().w > 0; }",
+                arg=n_before, timeout=lab.timeout)
+            expand_ms = (time.perf_counter() - t0) * 1000
+            time.sleep(1.0)
+            lab.screenshot("bench_block0_open", page.locator(".asg-graphview").first)
+            ids = lab.cy("return cy.nodes().filter(e => e.data('kind') === 'node').map(e => e.data('nid'));", 0)
+            picks = [ids[int(k * (len(ids) - 1) / max(1, args.clicks - 1))] for k in range(args.clicks)]
+            dom, math = [], []
+            for nid in picks:
+                _start(lab, _WATCH_CLICK, [0, nid])
+                lab.click_node(f"n{nid}", 0)
+                r = _result(lab)
+                dom.append(r["dom"])
+                math.append(r["math"])
+            full = None
+            if args.full:
+                full = measure_paint(lab, 2, 1, n_graph)
+    print(f"graph: {n_graph} nodes (forward + backward); Debian Chromium, headless; JupyterLab 4")
+    print(f"first paint, layers collapsed (default): {coll['ms']:.0f} ms  ({coll['nodes']} nodes, "
+          f"{coll['edges']} edges; kernel side: {build_coll.strip()})")
+    print(f"click on a layer -> opened and laid out : {expand_ms:.0f} ms")
+    print(f"click -> inspector DOM                  : median {statistics.median(dom):.0f} ms, "
+          f"max {max(dom):.0f} ms over {len(dom)} clicks")
+    print(f"click -> formulas typeset               : median {statistics.median(math):.0f} ms, max {max(math):.0f} ms")
+    if full is not None:
+        print("first paint, every node drawn           : "
+              + ("did not paint within 180 s" if full["ms"] is None else f"{full['ms']:.0f} ms") + f" {full}")
+    print("targets: first paint < 2000 ms, click -> inspector < 150 ms")
+
+
+if __name__ == "__main__":
+    main()
