@@ -258,3 +258,19 @@ def test_show_and_repr_hooks():
     bundle = loss._repr_mimebundle_()
     assert "text/html" in bundle and "<svg" in bundle["text/html"] and "text/plain" in bundle
     assert "text/html" in g._repr_mimebundle_()
+
+
+def test_values_from_a_trainer():
+    with at.Graph() as g:
+        x, t = at.input("x", (4, 2)), at.input("t", (4, 1))
+        net = at.nn.MLP([2, 3, 1], activation="tanh", name="mlp")
+        loss = at.nn.mse_loss(at.sigmoid(net(x)), t)
+    tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), seed=0)
+    X, T = np.random.default_rng(1).random((4, 2)), np.random.default_rng(2).random((4, 1))
+    tr.fit({x: X, t: T}, steps=3, progress=False)
+    view = at.show(loss, trainer=tr, feeds={x: X, t: T}, display=False)
+    (want,) = tr.run([loss], {x: X, t: T})
+    assert float(view.data.values[loss.node_id]) == pytest.approx(float(want), rel=1e-5)
+    w = g.find("mlp.0.weight").id
+    np.testing.assert_allclose(view.data.values[w], tr.params["mlp.0.weight"])
+    assert w in view.data.grads and view.data.grads[w] in view.data.values  # the trainer's grad pass is shown
