@@ -93,6 +93,13 @@ class Trainer:
         self._sync()
         return {t.name: self._values[t.node_id].copy() for t in self.param_tensors}
 
+    def held_values(self) -> dict[int, np.ndarray]:
+        """{node id: value} for everything the Trainer feeds besides your data: parameters,
+        optimizer state, and dropout masks in evaluation mode (all ones). Views and tools
+        use it to run other outputs of the graph with the current weights."""
+        self._sync()
+        return {**self._values, **self._random_feeds(False)}
+
     def _sync(self) -> None:
         """Fetch parameters and optimizer state from the device when they changed there."""
         if self._device_held and self._stale:

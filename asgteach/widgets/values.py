@@ -50,8 +50,7 @@ def compute_values(graph: Graph, ids: list[int], feeds: Mapping[Any, Any] | None
 
     given: dict[int, Any] = dict(resolve_feeds(graph, feeds)) if feeds else {}
     if trainer is not None:
-        given.update({k: v for k, v in trainer._values.items() if k not in given})
-        given.update(trainer._random_feeds(False))
+        given.update({k: v for k, v in trainer.held_values().items() if k not in given})
     fed_leaves = {i for i in given}
     computable = []
     ok: dict[int, bool] = {}
