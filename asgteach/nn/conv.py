@@ -39,27 +39,28 @@ class Conv2d(Module):
         return y + ops.reshape(self.bias, (self.bias.shape[0], 1, 1))
 
 
-class MaxPool2d(Module):
+class _Pool2d(Module):
+    """Shared by the pooling layers: no parameters, just the window settings."""
+
+    op = staticmethod(_conv.max_pool2d)
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, name: str | None = None) -> None:
+        super().__init__(name)
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.op(x, self.kernel_size, self.stride, self.padding)
+
+
+class MaxPool2d(_Pool2d):
     """Max over kernel_size windows (stride defaults to kernel_size)."""
 
     kind = "MaxPool2d"
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, name: str | None = None) -> None:
-        super().__init__(name)
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x: Tensor) -> Tensor:
-        return _conv.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+    op = staticmethod(_conv.max_pool2d)
 
 
-class AvgPool2d(Module):
+class AvgPool2d(_Pool2d):
     """Mean over kernel_size windows (stride defaults to kernel_size; zero padding is counted)."""
 
     kind = "AvgPool2d"
-
-    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, name: str | None = None) -> None:
-        super().__init__(name)
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-
-    def forward(self, x: Tensor) -> Tensor:
-        return _conv.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+    op = staticmethod(_conv.avg_pool2d)
