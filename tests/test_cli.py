@@ -338,3 +338,29 @@ def test_gradcheck_progress_bar_only_for_long_checks(monkeypatch, capsys) -> Non
     assert rep.ok
     err = capsys.readouterr().err
     assert re.search(r"gradcheck: +0%.*\| 0/25 ", err), err  # total: 1 backward run + 2 x 12 forward runs
+
+
+# --- Binder / JupyterHub ---------------------------------------------------------------------------
+
+def test_binder_folder_follows_repo2docker_conventions() -> None:
+    import tomllib
+
+    binder = ROOT / "binder"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    runtime = (binder / "runtime.txt").read_text().strip()
+    assert re.fullmatch(r"python-3\.(\d+)", runtime) and int(runtime.split(".")[1]) >= 11, runtime
+    assert project["requires-python"] == ">=3.11"
+    apt = [line for line in (binder / "apt.txt").read_text().splitlines() if line and not line.startswith("#")]
+    assert {"mesa-vulkan-drivers", "libvulkan1"} <= set(apt), apt
+    post_build = (binder / "postBuild").read_text()
+    extras = re.search(r'pip install .*-e "\.\[([\w,]+)\]"', post_build).group(1).split(",")
+    assert set(extras) == {"gpu", "lab"} and set(extras) <= set(project["optional-dependencies"])
+    for name in ("@jupyter-widgets/jupyterlab-manager", "jupyter-cytoscape"):
+        assert name in post_build, f"postBuild should fail the build when {name} is not enabled"
+    start = (binder / "start").read_text()
+    assert start.rstrip().endswith('exec "$@"'), "repo2docker's start must hand over to the server"
+    for script in ("postBuild", "start"):
+        assert os.access(binder / script, os.X_OK), f"binder/{script} must be executable"
+        assert subprocess.run(["bash", "-n", str(binder / script)]).returncode == 0
+    # repo2docker ignores the repository root's configuration when binder/ exists: nothing to clash with
+    assert not (ROOT / "requirements.txt").exists() and not (ROOT / "environment.yml").exists()

@@ -31,7 +31,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-INSTALL_TIMEOUT = 900  # a first install on a slow CI machine, pip cache warm; measured ~80 s on 2 cores
+INSTALL_TIMEOUT = 900  # a first install on a slow CI machine; measured: serving after 60 s on 2 cores, cache warm
 
 
 def _readme_commands() -> list[str]:
