@@ -83,3 +83,30 @@ def test_patched_restores_the_spec() -> None:
 def test_unknown_op_suggests_close_names() -> None:
     with pytest.raises(KeyError, match="Did you mean.*softmax"):
         at.ops.spec("sotfmax")
+
+
+def test_nodes_built_with_apply_and_negative_axes_match_the_public_functions():
+    """at.sum & co. normalise axes; a node made with apply() directly must infer, run and
+    differentiate the same way (on every backend)."""
+    from asgteach.ops.registry import apply
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((3, 4, 5))
+    with at.Graph():
+        x = at.input("x", (3, 4, 5))
+        raw = [apply("softmax", x, axis=-1), apply("sum", x, axis=(-1,), keepdims=False),
+               apply("max", x, axis=(-3, -1), keepdims=True), apply("argmax", x, axis=-1, keepdims=False),
+               apply("var", x, axis=(-2,), keepdims=False)]
+        public = [at.softmax(x, -1), at.sum(x, axis=-1), at.max(x, axis=(0, 2), keepdims=True), at.argmax(x, -1),
+                  at.var(x, axis=1)]
+        y = at.sum(raw[1] * raw[1]) + at.sum(raw[4])
+        (dx,) = at.grad(y, [x])
+    assert [t.shape for t in raw] == [t.shape for t in public]
+    backends = ["numpy"] + (["wgpu"] if "wgpu" in at.available() else [])
+    want = at.run(public, {x: X})
+    for backend in backends:
+        got = at.run(raw, {x: X.astype(np.float32)}, backend=backend)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=backend)
+    assert at.gradcheck(y, [x], {x: X}).ok
+    assert dx.shape == x.shape

@@ -181,9 +181,9 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     if node.op == "sum_to":
         axes, _ = _sum_to_axes(x.shape, tuple(node.attrs["shape"]))
     elif node.op == "argmax":
-        axes = (node.attrs["axis"],)
-    else:
-        axes = tuple(node.attrs["axis"])
+        axes = (node.attrs["axis"] % max(len(x.shape), 1),)
+    else:  # the public functions normalise axes; a node built with apply() may not have
+        axes = tuple(sorted(a % max(len(x.shape), 1) for a in node.attrs["axis"]))
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
                               [s for i, s in enumerate(st) if i not in axes])
@@ -269,7 +269,7 @@ def _copy_family(g: Graph, node: Node) -> list[Dispatch]:
         shape, st, base = _view(tuple(node.attrs["shape"]), node.attrs["index"])
         return [_fill(node, 0), _copy(node, x.id, shape, contiguous_strides(shape), 0, st, base, "scatter")]
     if node.op == "concat":
-        axis, start, out = node.attrs["axis"], 0, []
+        axis, start, out = node.attrs["axis"] % len(node.shape), 0, []
         for part in ins:
             if part.size:
                 out.append(_copy(node, part.id, part.shape, contiguous_strides(part.shape), 0, out_st,
@@ -282,7 +282,7 @@ def _copy_family(g: Graph, node: Node) -> list[Dispatch]:
 # --- fused nn ops, matmul, gather --------------------------------------------------------------
 def _softmax(g: Graph, node: Node) -> list[Dispatch]:
     (x,) = (g.nodes[i] for i in node.inputs)
-    axis = node.attrs["axis"]
+    axis = node.attrs["axis"] % len(x.shape)
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i != axis),
                               [s for i, s in enumerate(st) if i != axis])

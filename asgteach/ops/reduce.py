@@ -23,7 +23,8 @@ __all__ = ["sum", "mean", "max", "var", "argmax"]
 
 
 def _infer(s: tuple, axis: tuple = (), keepdims: bool = False, **_: Any) -> tuple:
-    return reduced_shape(s, tuple(axis), keepdims)
+    # at.sum() passes normalised axes; a node built directly with apply() may use negative ones
+    return reduced_shape(s, normalize_axes("reduce", tuple(axis), len(s), shape=s), keepdims)
 
 
 def _count(c: VjpContext) -> int:
@@ -34,7 +35,7 @@ def _count(c: VjpContext) -> int:
 def _expand(c: VjpContext, g: Tensor) -> Tensor:
     """Bring a reduced gradient back to the input's shape: reshape, then broadcast."""
     x = c.inputs[0]
-    axes = tuple(c.attrs["axis"])
+    axes = normalize_axes("reduce", tuple(c.attrs["axis"]), x.ndim, shape=x.shape)
     # Broadcasting adds axes on the left, so when only leading axes were reduced the
     # gradient broadcasts as it is; otherwise first put the reduced axes back as size 1.
     if not c.attrs["keepdims"] and axes != tuple(range(len(axes))):
@@ -112,7 +113,7 @@ register(OpSpec("var", "reduction", 1, _infer, _kernel(np.var), vjp=_var_vjp, at
 
 
 def _argmax_infer(s: tuple, axis: int = -1, keepdims: bool = False, **_: Any) -> tuple:
-    return reduced_shape(s, (axis,), keepdims)
+    return reduced_shape(s, normalize_axes("argmax", axis, len(s), shape=s), keepdims)
 
 
 def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
