@@ -3,9 +3,10 @@
 ``compile(graph, outputs)`` does everything that does not depend on the numbers:
 
 1. **rewrite and lower** every node to dispatches: ``wgpu_fuse`` lets reshapes share
-   their input's buffer, matmuls read transposed operands in place and batched weight
-   gradients run as one GEMM; ``wgpu_kernels`` gives each remaining node its kernel,
-   uniform block and bindings;
+   their input's buffer, matmuls read transposed operands in place, batched weight
+   gradients run as one GEMM and chains of elementwise ops run as one generated kernel
+   (``wgpu_chain``); ``wgpu_kernels`` gives each remaining node its kernel, uniform
+   block and bindings;
 2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``);
 3. **memory plan**: one persistent device buffer per live value. Inputs, parameters,
    constants and requested outputs own their buffers; every other value borrows one
@@ -53,6 +54,7 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .numpy_backend import FeedError, KernelError, NumericsError, resolve_feeds
+from .wgpu_chain import chain_dispatch, chain_leaves
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
 from .wgpu_fuse import plan_fusion
 from .wgpu_kernels import Dispatch, gemm_sum, lower
@@ -126,6 +128,15 @@ class Plan:
                 x, gy = fusion.gemm_sum[n.id]
                 ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
                 reads[n.id] = [root(x), root(gy)]
+            elif n.id in fusion.chains:
+                chain = fusion.chains[n.id]
+                d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
+                ds = [d]
+                reads[n.id] = [nid for b, nid in sorted(d.binds.items()) if b != 1]
+                for m in chain.members:
+                    self._node_sources[m] = header + d.source
+                self.dispatches.extend(ds)
+                continue
             else:
                 ops = fusion.operands.get(n.id)
                 if ops is not None:
@@ -142,6 +153,11 @@ class Plan:
                 self._node_sources[n.id] = (
                     f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
                     f"same bytes, so it shares node #{root(n.id)}'s buffer\n")
+            elif n.id in fusion.chain_of:
+                if n.id != fusion.chain_of[n.id]:
+                    self._node_sources[n.id] = (
+                        f"// {n.op} (node #{n.id}) runs no kernel of its own: the fused kernel of node "
+                        f"#{fusion.chain_of[n.id]} below computes it in registers\n" + self._node_sources[n.id])
             elif n.id in fusion.skip:
                 self._node_sources[n.id] = (
                     f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "

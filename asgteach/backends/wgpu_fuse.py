@@ -15,6 +15,13 @@ plan recognises these shapes and computes the same numbers more directly:
   all batch axes equals ``x_flat^T @ g_flat`` with the batch folded into the inner
   dimension (x (B, T, k) read as (B*T, k)), so the per-batch products and the sum
   become one matrix product written straight into the gradient.
+* **elementwise chains are one kernel**: an elementwise value whose ONLY reader is
+  another elementwise node of the same shape (and that nobody asked for as an output)
+  is never written to memory: the reader's kernel computes it in registers. Chains of
+  such nodes — the GELU backward is eleven of them — become one generated kernel
+  (``wgpu_chain``) that reads each outside value once and writes one result. A value
+  with several readers ends its chain: it is written once, and each reader's chain
+  reads it. ``broadcast_to`` joins a chain as a read through stride-0 axes.
 
 Every rewrite keeps the node in the graph (``plan.shader_for`` still answers for it) and
 changes only which kernels run; parity with numpy is tested with the rewrites on.
@@ -25,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..graph import Graph, Node
+from ..ops.registry import spec
+from .wgpu_chain import Chain, fits
 
 __all__ = ["Fusion", "plan_fusion"]
 
@@ -38,6 +47,8 @@ class Fusion:
     # matmul node -> ((buffer node, read transposed?) for A, same for B)
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
+    chains: dict[int, Chain] = field(default_factory=dict)      # root node -> the elementwise chain it computes
+    chain_of: dict[int, int] = field(default_factory=dict)      # member node (root too) -> its chain's root
 
     def root(self, nid: int) -> int:
         """The node that owns the buffer ``nid`` lives in."""
@@ -90,7 +101,48 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int]) -> Fusion:
             continue
         if all(_reads_in_place(r, tid, f) for r in readers.get(tid, [])):
             f.skip.add(tid)
+    _plan_chains(g, compute, outs, readers, f)
     return f
+
+
+def _fusable(n: Node) -> bool:
+    return n.size > 0 and (spec(n.op).wgsl == "elementwise" or (n.op == "broadcast_to" and n.dtype == "float"))
+
+
+def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[int, list[Node]], f: Fusion) -> None:
+    """Group elementwise nodes into chains, each computed by one kernel (see the module docstring)."""
+    into: dict[int, int] = {}   # member -> the node that reads it and computes it inline
+    for n in compute:
+        rs = readers.get(n.id, [])
+        if n.id in outs or n.id in f.skip or not _fusable(n) or len(rs) != 1:
+            continue
+        r = rs[0]
+        if r.op != "broadcast_to" and _fusable(r) and r.shape == n.shape and r.id not in f.skip:
+            into[n.id] = r.id
+    order = {n.id: k for k, n in enumerate(compute)}
+    while True:
+        groups: dict[int, list[int]] = {}
+        absorbing = set(into.values())
+        for n in compute:
+            if n.id in into or n.id in absorbing:
+                root = n.id
+                while root in into:
+                    root = into[root]
+                groups.setdefault(root, []).append(n.id)
+        too_big = [(root, members) for root, members in groups.items()
+                   if len(members) > 1 and not fits(g, Chain(root, tuple(members)))]
+        if not too_big:
+            break
+        for _, members in too_big:   # cut the earliest member loose: it runs as its own kernel (or chain)
+            into.pop(min(members[:-1], key=order.__getitem__))
+    for root, members in groups.items():
+        if len(members) < 2:
+            continue
+        f.chains[root] = Chain(root, tuple(members))
+        for m in members:
+            f.chain_of[m] = root
+            if m != root:
+                f.skip.add(m)
 
 
 def _reads_in_place(reader: Node, tid: int, f: Fusion) -> bool:

@@ -24,10 +24,12 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..graph import Graph, Node
 from ..ops.shape import _decode_index, _sum_to_axes
+from ..resources import shader_source
 from .wgpu_device import family_source
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
-__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR"]
+__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "EW_EXPR",
+           "ew_name", "elementwise_source", "FLOAT_ATTR"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -128,7 +130,17 @@ EW_EXPR: dict[str, str] = {
     "gelu:none": "0.5 * a * (1.0 + f_erf(a * 0.7071067811865476))",
     "gelu:tanh": "0.5 * a * (1.0 + f_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
 }
-_FLOAT_ATTR = {"leaky_relu": "negative_slope", "softplus": "beta"}
+FLOAT_ATTR = {"leaky_relu": "negative_slope", "softplus": "beta"}
+
+
+def ew_name(node: Node) -> str:
+    """The EW_EXPR entry of an elementwise node (gelu's formula depends on its ``approximate``)."""
+    return f"gelu:{node.attrs.get('approximate', 'none')}" if node.op == "gelu" else node.op
+
+
+def elementwise_source(expr: str) -> str:
+    """elementwise.wgsl with ``expr`` as the op's formula and the shared scalar functions pasted in."""
+    return family_source("elementwise", OP_EXPR=expr, MATH=shader_source("elementwise_math"))
 
 
 def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
@@ -143,12 +155,12 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
         words[f"w{16 + 8 * k}"] = st
     if node.op == "where":
         words["w6"] = int(ins[0].dtype == "int")
-        source, entry, variant = family_source("elementwise", OP_EXPR="a"), "main_where", ins[0].dtype
+        source, entry, variant = elementwise_source("a"), "main_where", ins[0].dtype
     else:
-        name = f"gelu:{node.attrs.get('approximate', 'none')}" if node.op == "gelu" else node.op
-        if node.op in _FLOAT_ATTR:
-            words["w3"] = fbits(node.attrs[_FLOAT_ATTR[node.op]])
-        source = family_source("elementwise", OP_EXPR=EW_EXPR[name])
+        name = ew_name(node)
+        if node.op in FLOAT_ATTR:
+            words["w3"] = fbits(node.attrs[FLOAT_ATTR[node.op]])
+        source = elementwise_source(EW_EXPR[name])
         entry, variant = ("main1" if len(ins) == 1 else "main2"), name
     binds = {1 + k: x.id for k, x in enumerate(ins)}
     binds[4] = node.id

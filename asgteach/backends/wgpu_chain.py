@@ -1,0 +1,192 @@
+"""Fused elementwise chains: several elementwise nodes computed by ONE generated WGSL kernel.
+
+``wgpu_fuse`` decides which nodes form a chain (an intermediate joins its reader's chain
+when that reader is its only one, has the same shape, and the value is not a requested
+output). This module writes the kernel for one chain, from ``shaders/fused.wgsl``:
+
+* every value the chain reads from outside (a *leaf*) is loaded once per element — a
+  buffer read through its broadcast strides, or, for a scalar constant, a word of the
+  uniform block;
+* the member nodes become ``let v0 = ...; let v1 = ...;`` in topological order, each
+  the same formula the one-op kernel uses (``wgpu_kernels.EW_EXPR``);
+* only the root's value is written.
+
+The generated source depends on the chain's *structure* alone — ops, wiring, how many
+axes the index walk has, which inputs are read contiguously — never on shapes or
+constant values (those are uniform words). So identical chains (every layer's GELU
+backward, say) share one compiled pipeline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..graph import Graph, Node
+from ..resources import shader_source
+from .wgpu_device import family_source
+from .wgpu_kernels import (EW_EXPR, FLOAT_ATTR, NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse,
+                           contiguous_strides, ew_name, fbits, groups_for)
+
+__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch"]
+
+MAX_INPUTS = 7        # storage buffers a kernel may bind: the plan asks the device for 8, one is the output
+_WORDS = 64           # the uniform block of one dispatch
+_HEADER = 4           # words 0..3: numel, (unused), NaN bits, (unused)
+
+
+@dataclass(frozen=True)
+class Chain:
+    """The nodes one fused kernel computes: ``members`` in topological order, the root last."""
+
+    root: int
+    members: tuple[int, ...]
+
+
+def _is_scalar_constant(g: Graph, n: Node) -> bool:
+    return n.op == "constant" and n.size == 1 and n.id in g.constants
+
+
+def chain_leaves(g: Graph, members: tuple[int, ...]) -> list[int]:
+    """The values the chain reads from outside itself, in order of first use."""
+    inside = set(members)
+    out: list[int] = []
+    for m in members:
+        for i in g.nodes[m].inputs:
+            if i not in inside and i not in out:
+                out.append(i)
+    return out
+
+
+@dataclass
+class _Layout:
+    shape: list[int]                 # collapsed index space of the strided inputs
+    buffers: list[int]               # leaves read from a buffer (binding 2 + position)
+    strided: dict[int, list[int]]    # leaf -> its collapsed strides (absent: read at the thread's own index)
+    scalars: list[int]               # scalar-constant leaves (uniform words)
+    attrs: list[int]                 # members with a float attribute (uniform words)
+    words: int
+
+
+def _layout(g: Graph, chain: Chain) -> _Layout:
+    out = g.nodes[chain.root].shape
+    leaves = [g.nodes[i] for i in chain_leaves(g, chain.members)]
+    scalars = [x.id for x in leaves if _is_scalar_constant(g, x)]
+    buffers = [x.id for x in leaves if x.id not in scalars]
+    own = contiguous_strides(out)
+    walk = {i: broadcast_strides(g.nodes[i].shape, out) for i in buffers}
+    walk = {i: st for i, st in walk.items() if st != own}   # the others are read at the thread's own index
+    shape, sts = collapse(out, *walk.values()) if walk else ([], [])
+    strided = dict(zip(walk, sts))
+    attrs = [m for m in chain.members if g.nodes[m].op in FLOAT_ATTR]
+    words = _HEADER + len(shape) * (1 + len(strided)) + len(scalars) + len(attrs)
+    return _Layout(shape, buffers, strided, scalars, attrs, words)
+
+
+def fits(g: Graph, chain: Chain) -> bool:
+    """Can one kernel take this chain: at most MAX_INPUTS buffers, everything in 64 uniform words?"""
+    lay = _layout(g, chain)
+    return len(lay.buffers) <= MAX_INPUTS and lay.words <= _WORDS
+
+
+def _scalar_bits(g: Graph, n: Node) -> int:
+    v = np.asarray(g.constants[n.id]).reshape(())
+    return int(v) & 0xFFFFFFFF if n.dtype == "int" else fbits(float(v))
+
+
+def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[Dispatch, str]:
+    """The fused kernel's dispatch, and a comment saying which WGSL variable is which node.
+
+    ``buffer_of``: leaf node -> the node whose buffer holds it (a reshape shares its input's).
+    """
+    root = g.nodes[chain.root]
+    lay = _layout(g, chain)
+    nd = len(lay.shape)
+    words = np.zeros(_WORDS, dtype=np.uint32)
+    words[0], words[2] = root.size, NAN_BITS
+    words[_HEADER:_HEADER + nd] = lay.shape
+    stride_at: dict[int, int] = {}
+    at = _HEADER + nd
+    for leaf, st in lay.strided.items():
+        stride_at[leaf] = at
+        words[at:at + nd] = st
+        at += nd
+    word_of: dict[int, int] = {}
+    for leaf in lay.scalars:
+        word_of[leaf] = at
+        words[at] = _scalar_bits(g, g.nodes[leaf])
+        at += 1
+    attr_at: dict[int, int] = {}
+    for m in lay.attrs:
+        n = g.nodes[m]
+        attr_at[m] = at
+        words[at] = fbits(n.attrs[FLOAT_ATTR[n.op]])
+        at += 1
+
+    leaves = chain_leaves(g, chain.members)
+    slot = {leaf: k for k, leaf in enumerate(leaves)}
+    pos = {m: k for k, m in enumerate(chain.members)}
+    conds = {g.nodes[m].inputs[0] for m in chain.members if g.nodes[m].op == "where"}
+
+    inputs = [f"@group(0) @binding({2 + b}) var<storage, read> in{b}: array<u32>;" for b in range(len(lay.buffers))]
+    offsets = []
+    if lay.strided:
+        offsets.append("    var rest = i;")
+        offsets += [f"    var o{slot[leaf]} = 0u;" for leaf in lay.strided]
+        for d in reversed(range(nd)):   # the last axis varies fastest
+            idx = "rest" if d == 0 else f"rest % pu({_HEADER + d}u)"
+            adds = " ".join(f"o{slot[leaf]} += idx * pu({stride_at[leaf] + d}u);" for leaf in lay.strided)
+            step = f" rest = rest / pu({_HEADER + d}u);" if d else ""
+            offsets.append(f"    {{ let idx = {idx}; {adds}{step} }}")
+    loads = []
+    for leaf in leaves:
+        j = slot[leaf]
+        if leaf in word_of:
+            loads.append(f"    let r{j} = pu({word_of[leaf]}u);")
+        else:
+            at_ = f"o{j}" if leaf in lay.strided else "i"
+            loads.append(f"    let r{j} = in{lay.buffers.index(leaf)}[{at_}];")
+        loads.append(f"    let x{j} = bitcast<f32>(r{j});")
+        if leaf in conds:   # where() judges a condition on its raw bits: -0.0 is false, any int != 0 true
+            test = f"r{j} != 0u" if g.nodes[leaf].dtype == "int" else f"(r{j} & 0x7fffffffu) != 0u"
+            loads.append(f"    let t{j} = {test};")
+
+    def ref(i: int) -> str:
+        return f"v{pos[i]}" if i in pos else f"x{slot[i]}"
+
+    ops: dict[str, str] = {}
+    body = []
+    for m in chain.members:
+        n = g.nodes[m]
+        k = pos[m]
+        if n.op == "broadcast_to":
+            body.append(f"    let v{k} = {ref(n.inputs[0])};   // broadcast_to: read through stride-0 axes")
+        elif n.op == "where":
+            c, a, b = n.inputs
+            truth = f"({ref(c)} != 0.0)" if c in pos else f"t{slot[c]}"
+            body.append(f"    let v{k} = select({ref(b)}, {ref(a)}, {truth});   // where")
+        else:
+            name = ew_name(n)
+            fn = "op_" + name.replace(":", "_")
+            ops[fn] = f"fn {fn}(a: f32, b: f32, attr0: f32) -> f32 {{ return {EW_EXPR[name]}; }}"
+            b = ref(n.inputs[1]) if len(n.inputs) > 1 else "0.0"
+            attr = f"pf({attr_at[m]}u)" if m in attr_at else "0.0"
+            body.append(f"    let v{k} = {fn}({ref(n.inputs[0])}, {b}, {attr});")
+    source = family_source(
+        "fused", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"), OPS="\n".join(ops.values()),
+        OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{len(body) - 1}",
+    )
+    digest = hashlib.sha1(source.encode()).hexdigest()
+    label = "+".join(g.nodes[m].op for m in chain.members)
+    binds = {1: root.id, **{2 + b: buffer_of.get(leaf, leaf) for b, leaf in enumerate(lay.buffers)}}
+    d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
+                 groups_for(math.ceil(root.size / WG_LINEAR)))
+    names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" for m in chain.members]
+    names += [f"x{slot[i]} = node #{i} {g.nodes[i].op}" + (" (a uniform word)" if i in word_of else "")
+              for i in leaves]
+    header = (f"// ONE kernel computes {len(chain.members)} elementwise nodes (fused chain of node #{root.id}):\n"
+              + "".join(f"//   {line}\n" for line in names))
+    return d, header
