@@ -15,6 +15,8 @@ An exercise in a lesson is two cells (see :mod:`asgteach.lessons.exercises`)::
 * :mod:`~asgteach.lessons.checks` compares an answer with the truth and, when it is wrong,
   says what and where (the node, the element, expected vs got) in an :class:`ExerciseError`;
 * :mod:`~asgteach.lessons.bugs` plants wrong backward rules for the bug hunts;
+* :mod:`~asgteach.lessons.suspects` holds lesson 9's attention suspects (bugs in the forward graph,
+  which gradcheck cannot see);
 * :mod:`~asgteach.lessons.student` writes the student versions (``asgteach student SRC OUT``):
   each solution becomes ``raise NotImplementedError("exercise N")``, which ``exercise(N)``
   reports as "exercise N: not done yet" so that the rest of the notebook still runs.
