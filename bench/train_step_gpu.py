@@ -9,6 +9,8 @@ ops. On wgpu the updated parameters are bound back to the parameter buffers
 (``plan.bind_updates``), so a step uploads nothing (the batch is the same array object
 every step), records every dispatch into one encoder, submits once, and reads back
 only the loss — one host sync. The script prints those counts from ``plan.stats``.
+``--profile`` times every dispatch alone; a fused elementwise chain shows as ``fused``
+with its ops joined by ``+``.
 
 PyTorch runs the same model (same initial weights, FP32, TF32 off) in eager mode with
 autograd and an in-place SGD update; its per-step time is total/steps with a single
@@ -137,7 +139,10 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
         batch(k, 1)
         t = min((batch(k, reps[1]) - batch(k, reps[0])) / (reps[1] - reps[0]) for _ in range(2))
         ins = ", ".join(str(plan.graph.nodes[i].shape) for i in d.node.inputs)
-        rows.append((t, f"{d.node.op:<14} {d.entry:<14} {d.key[2]:<24} {ins} -> {d.node.shape}"))
+        op, variant = d.node.op, d.key[2]
+        if d.key[0] == "fused":   # a chain of elementwise nodes in one kernel: name its ops, not the hash
+            op, variant = "fused", variant.split(":")[0]
+        rows.append((t, f"{op:<14} {d.entry:<14} {variant:<24} {ins} -> {d.node.shape}"))
     t0 = time.perf_counter()
     for _ in range(10):
         enc = g.device.create_command_encoder()
