@@ -192,3 +192,24 @@ def test_plan_rewrites_reshapes_transposes_and_batched_weight_gradients() -> Non
     got = plan.run({x: X.astype(np.float32), w: W.astype(np.float32)})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(b).max()))
+
+
+def test_commands_recorded_ahead_follow_new_feeds_and_a_later_bind_updates() -> None:
+    """run() records the next run's commands early: new feeds and bind_updates must still take effect."""
+    g, x, w, b, loss, new_w, new_b = _mlp()
+    X, W, B = _arrays(2)
+    plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
+    plan.run({x: X}, params={w: W, b: B})
+    X2 = X * -0.5
+    out = plan.run({x: X2}, params={w: W, b: B})   # commands recorded by the first run, new x uploaded
+    want = at.run([loss, new_w, new_b], {x: X2, w: W, b: B}, backend="numpy")
+    for o, r in zip(out, want):
+        np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
+    plan.bind_updates({w: new_w, b: new_b})   # changes the copies at the end of a run
+    first = plan.run({x: X2})
+    assert first[1] is None
+    second = plan.run({x: X2})
+    nw, nb = want[1], want[2]
+    lo2 = at.run(loss, {x: X2, w: nw, b: nb}, backend="numpy")
+    np.testing.assert_allclose(first[0], want[0], rtol=1e-5)
+    np.testing.assert_allclose(second[0], lo2, rtol=1e-5)

@@ -19,7 +19,8 @@
 * feeds are uploaded with ``queue.write_buffer`` (float64 becomes float32, once warned;
   integer ids become int32);
 * the whole run is recorded into ONE command encoder — one compute pass with every
-  dispatch — and handed to the GPU with ONE ``submit``;
+  dispatch — and handed to the GPU with ONE ``submit``; the next run's commands are
+  recorded while the GPU executes this one's, so Python's encoding time hides behind it;
 * only the requested outputs are copied into one persistent staging buffer, which is
   mapped once: ONE host synchronisation per run. ``plan.stats`` counts all of this.
 
@@ -239,6 +240,7 @@ class Plan:
         self._on_device: set[int] = set()
         self._updates: list[tuple[int, int]] = []
         self._device_only: set[int] = set()
+        self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
@@ -289,6 +291,7 @@ class Plan:
             pairs.append((nid, pid))
         self._updates = pairs
         self._device_only = {nid for nid, _ in pairs}
+        self._recorded = None   # recorded with the old copies
 
     def read_params(self) -> dict[str, np.ndarray]:
         """The current device values of every input/parameter this plan holds (one sync)."""
@@ -313,6 +316,31 @@ class Plan:
         return out
 
     # -- running -----------------------------------------------------------------------------
+    def _record(self) -> Any:
+        """One run's commands: every dispatch in one compute pass, then the output and update copies.
+
+        They never change between runs (the buffers, bind groups and uniforms are fixed at
+        compile time; new feeds are written into the same buffers), so ``run`` records the
+        next run's command buffer right after submitting the current one, while the GPU is
+        busy. ``bind_updates`` changes the copies, so it drops a recorded buffer.
+        """
+        enc = self.gpu.device.create_command_encoder()
+        cpass = enc.begin_compute_pass()
+        last = None
+        for pipe, bg, (x, y, z) in self._encoded:
+            if pipe is not last:
+                cpass.set_pipeline(pipe)
+                last = pipe
+            cpass.set_bind_group(0, bg)
+            cpass.dispatch_workgroups(x, y, z)
+        cpass.end()
+        for nid, off in zip(self.outputs, self._out_offsets):
+            if nid not in self._device_only:
+                enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
+        for src, dst in self._updates:
+            enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
+        return enc.finish()
+
     def _host_array(self, node: Node, value: Any) -> np.ndarray:
         arr = np.asarray(value)
         if arr.shape != node.shape:
@@ -399,23 +427,12 @@ class Plan:
         self._upload(given, stats)
 
         dev = self.gpu.device
-        enc = dev.create_command_encoder()
-        cpass = enc.begin_compute_pass()
-        last = None
-        for pipe, bg, (x, y, z) in self._encoded:
-            if pipe is not last:
-                cpass.set_pipeline(pipe)
-                last = pipe
-            cpass.set_bind_group(0, bg)
-            cpass.dispatch_workgroups(x, y, z)
-        cpass.end()
-        for nid, off in zip(self.outputs, self._out_offsets):
-            if nid not in self._device_only:
-                enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
-        for src, dst in self._updates:
-            enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
-        dev.queue.submit([enc.finish()])
+        commands = self._recorded if self._recorded is not None else self._record()
+        dev.queue.submit([commands])   # uploads written above reach the GPU before it: queue order
         stats["submits"] += 1
+        # while the GPU works, record the NEXT run's commands (the same every run): Python's
+        # encoding time then overlaps GPU time instead of adding to it
+        self._recorded = self._record()
         # map only the part of the staging buffer that holds outputs we read back
         end = max([off + _nbytes(self.graph.nodes[nid]) for nid, off in zip(self.outputs, self._out_offsets)
                    if nid not in self._device_only] or [16])
