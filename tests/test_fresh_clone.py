@@ -20,6 +20,7 @@ block, to run the same setup first, and to parse.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import re
@@ -54,10 +55,13 @@ def _clone(tmp_path: Path) -> Path:
 
 
 def _answer(url: str) -> str | None:
+    """The page at ``url``, or None while nothing (or not yet an HTTP server) answers there."""
     try:
         with urllib.request.urlopen(url, timeout=5) as r:
             return r.read().decode()
-    except OSError:
+    except (OSError, http.client.HTTPException):
+        # HTTPException: something that is not (yet) Jupyter's HTTP server holds the port,
+        # e.g. a ZeroMQ socket of another process during the long install; keep waiting
         return None
 
 
