@@ -90,3 +90,18 @@ def test_nbval_skips_widget_and_image_data() -> None:
     source = inspect.getsource(IPyNbFile.__init__)
     for mimetype in (WIDGET, "image/png"):
         assert f"'{mimetype}'" in source, f"nbval no longer skips {mimetype}: revisit tests/test_notebook_rules.py"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_committed_notebooks_are_normalized(path: Path) -> None:
+    """Re-executing a lesson must leave its file unchanged: no execution timestamps, and
+    widget views named by position (scripts/normalize-notebooks.py, run by run-notebooks)."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for k, cell in enumerate(nb["cells"]):
+        assert "execution" not in cell.get("metadata", {}), (
+            f"{path.name}, cell {k}: execution timestamps are committed; re-run ./scripts/run-notebooks {path.name}")
+        for j, out in enumerate(cell.get("outputs", [])):
+            view = out.get("data", {}).get(WIDGET)
+            if view:
+                assert view["model_id"] == f"asgteach-cell{k}-output{j}", (
+                    f"{path.name}, cell {k}: a random widget model id is committed; re-run ./scripts/run-notebooks")
