@@ -43,7 +43,9 @@ def prose(text: str) -> str:
 
 def _math(latex: str, display: bool = True) -> str:
     delim = "$$" if display else "$"
-    return f'<div class="asg-math">{delim}{esc(latex)}{delim}</div>' if display else f"{delim}{esc(latex)}{delim}"
+    # a long rule (add's two sum_to terms) scrolls inside its own box instead of widening the panel
+    return (f'<div class="asg-math" style="overflow-x:auto;overflow-y:hidden;max-width:100%">'
+            f'{delim}{esc(latex)}{delim}</div>' if display else f"{delim}{esc(latex)}{delim}")
 
 
 @dataclass
@@ -199,7 +201,7 @@ def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
     out = [f'<div class="asg-inspector" data-node="{node.id}" data-lang="{esc(lang)}">',
            f'<div class="asg-title" style="font-weight:bold;font-size:14px">{_chip(cat, lang)} {esc(title)}</div>',
            f'<div class="asg-name"><code>{esc(node.name)}</code> #{node.id} · {esc(shape_text(node.shape))}'
-           f' · {esc(node.phase)}</div>']
+           f' · {esc(t(node.phase, lang))}</div>']
     if node.phase == "backward":
         out.append(_backward_note(data, node, lang))
     if note:
@@ -232,7 +234,7 @@ def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
         if gid is not None and gid in data.values:
             vals.append(_stats_html(np.asarray(data.values[gid]), t("gradient", lang), lang))
         if vals:
-            out.append(_section(t("value", lang), "".join(vals), "asg-values"))
+            out.append(_section(t("values", lang), "".join(vals), "asg-values"))
         out.append(_local_html(data, node, lang))
     out.append(_technical(data, node, lang))
     out.append("</div>")

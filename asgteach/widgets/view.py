@@ -147,7 +147,11 @@ class GraphView:
                           self.step_button, self.reset_button, self.expand_button, self.wgsl_button, self.status],
                          layout=w.Layout(flex_flow="row wrap", align_items="center"))
         graph_box = w.Box([self.cyto], layout=w.Layout(width="64%", border="1px solid #ddd"))
-        self.widget = w.VBox([toolbar, w.HBox([graph_box, self.inspector]), self.legend, self.wgsl_out])
+        # The inspector's text is a flex item: without min-width 0 a long display formula would
+        # widen it past its panel instead of scrolling inside its own box (.asg-math).
+        css = w.HTML("<style>.asg-inspector-panel .widget-htmlmath-content{min-width:0}</style>",
+                     layout=w.Layout(height="0px", margin="0"))
+        self.widget = w.VBox([css, toolbar, w.HBox([graph_box, self.inspector]), self.legend, self.wgsl_out])
         self.widget.add_class("asg-graphview")
         self._rebuild()
         threading.Thread(target=self._probe_wgpu, daemon=True).start()

@@ -114,6 +114,10 @@ def test_step_through_follows_the_engine_order(lab, mlp):
         if want == mlp["fanout"]:
             lab.wait_inspector("SUM of 2 contributions")
             lab.screenshot("mlp_step_fanout", lab.page.locator(".asg-graphview").first)
+            widths = lab.page.evaluate(  # a long formula must scroll in its own box, not widen the panel
+                "() => { const p = document.querySelector('.asg-inspector-panel');"
+                " return [p.scrollWidth, p.clientWidth]; }")
+            assert widths[0] <= widths[1] + 1, f"the inspector's text runs past its panel (scroll, client): {widths}"
     assert seen == steps
     lab.wait_inspector("The backward sweep is complete.")
 
