@@ -77,14 +77,12 @@ class JupyterLab:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def __enter__(self) -> "JupyterLab":
-        env = dict(os.environ)
-        for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                         ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "mpl")):
-            env[key] = str(self.tmp / sub)
-        env["ASGTEACH_NO_PROGRESS"] = "1"
-        env.pop("JUPYTER_PATH", None)
-        cmd = [
+    #: what the error messages call the server
+    app_name = "JupyterLab"
+
+    def command(self) -> list[str]:
+        """The server's command line (Notebook 7's test overrides only this and ``app_name``)."""
+        return [
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
             f"--port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}", f"--LabApp.workspaces_dir={self.tmp / 'workspaces'}",
@@ -92,6 +90,15 @@ class JupyterLab:
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
             "--ServerApp.disable_check_xsrf=False",
         ]
+
+    def __enter__(self) -> "JupyterLab":
+        env = dict(os.environ)
+        for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                         ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "mpl")):
+            env[key] = str(self.tmp / sub)
+        env["ASGTEACH_NO_PROGRESS"] = "1"
+        env.pop("JUPYTER_PATH", None)
+        cmd = self.command()
         # no "get Jupyter news?" toast over the notebook
         notify = self.tmp / "settings" / "@jupyterlab" / "apputils-extension"
         notify.mkdir(parents=True, exist_ok=True)
@@ -102,7 +109,7 @@ class JupyterLab:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise RuntimeError(f"{self.app_name} exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2) as r:
                     if r.status == 200:
@@ -110,7 +117,7 @@ class JupyterLab:
             except OSError:
                 time.sleep(0.3)
         self.stop()
-        raise RuntimeError(f"JupyterLab did not answer within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(f"{self.app_name} did not answer within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
 
     def log_tail(self, n: int = 4000) -> str:
         try:

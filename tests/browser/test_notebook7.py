@@ -13,11 +13,8 @@ server differs, see :class:`Notebook7`.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
@@ -48,37 +45,15 @@ print("EXPECTED=" + json.dumps(ids))
 class Notebook7(JupyterLab):
     """A Notebook 7 server (``python -m notebook``) with the harness's isolation: temp root, config, token."""
 
-    def __enter__(self) -> "Notebook7":
-        env = dict(os.environ)
-        for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                         ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "mpl")):
-            env[key] = str(self.tmp / sub)
-        env["ASGTEACH_NO_PROGRESS"] = "1"
-        env.pop("JUPYTER_PATH", None)
-        cmd = [
+    app_name = "Notebook 7"
+
+    def command(self) -> list[str]:
+        return [
             sys.executable, "-m", "notebook", "--no-browser", "--allow-root", "--ip=127.0.0.1",
             f"--port={self.port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}", f"--JupyterNotebookApp.workspaces_dir={self.tmp / 'workspaces'}",
             f"--JupyterNotebookApp.user_settings_dir={self.tmp / 'settings'}",
         ]
-        notify = self.tmp / "settings" / "@jupyterlab" / "apputils-extension"
-        notify.mkdir(parents=True, exist_ok=True)
-        (notify / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True, cwd=str(self.root))
-        deadline = time.monotonic() + self.startup_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Notebook 7 exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/api/status?token={self.token}", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.3)
-        self.stop()
-        raise RuntimeError(f"Notebook 7 did not answer within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
 
     def notebook_url(self, name: str) -> str:
         return f"{self.url}/notebooks/{name}?token={self.token}"
