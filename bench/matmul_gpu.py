@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
+from _gpu_timing import probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
 
 TILES = ["128x128x8x8x8", "128x128x16x8x8", "128x128x32x8x8", "64x64x16x4x4", "128x64x16x8x4", "64x128x16x4x8",
          "128x256x16x8x16", "256x128x16x16x8", "128x128x16x8x16"]
@@ -33,23 +33,11 @@ def wgpu_seconds_per_matmul(plan: wgpu_backend.Plan, reps: tuple[int, int] = (3,
     """GPU time of one dispatch of the plan's matmul, by differencing two batch sizes."""
     g = plan.gpu
     (pipe, bg, groups), = [e for e, d in zip(plan._encoded, plan.dispatches) if d.node.op == "matmul"]
-    probe = g.device.create_buffer(size=16, usage=g.wgpu.BufferUsage.MAP_READ | g.wgpu.BufferUsage.COPY_DST)
+    probe = probe_buffer(g)
     src = plan.buffers[plan.outputs[0]]
 
     def batch(r: int) -> float:
-        t0 = time.perf_counter()
-        enc = g.device.create_command_encoder()
-        cp = enc.begin_compute_pass()
-        cp.set_pipeline(pipe)
-        for _ in range(r):
-            cp.set_bind_group(0, bg)
-            cp.dispatch_workgroups(*groups)
-        cp.end()
-        enc.copy_buffer_to_buffer(src, 0, probe, 0, 16)
-        g.device.queue.submit([enc.finish()])
-        probe.map_sync(g.wgpu.MapMode.READ)
-        probe.unmap()
-        return time.perf_counter() - t0
+        return time_dispatches(g, [(pipe, bg, groups)], r, src, probe)
 
     batch(2)  # warm up
     best = []

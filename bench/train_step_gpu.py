@@ -28,6 +28,7 @@ import numpy as np
 
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
+from _gpu_timing import probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
 from asgteach.backends import numpy_backend
 
 
@@ -116,23 +117,11 @@ def torch_step_time(params: dict, X: np.ndarray, T: np.ndarray, heads: int, lr: 
 def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     """GPU time of each dispatch alone (difference of two repetition counts), summed per op."""
     g = plan.gpu
-    probe = g.device.create_buffer(size=16, usage=g.wgpu.BufferUsage.MAP_READ | g.wgpu.BufferUsage.COPY_DST)
+    probe = probe_buffer(g)
+    out = plan.buffers[plan.outputs[0]]
 
     def batch(k: int, r: int) -> float:
-        pipe, bg, groups = plan._encoded[k]
-        t0 = time.perf_counter()
-        enc = g.device.create_command_encoder()
-        cp = enc.begin_compute_pass()
-        cp.set_pipeline(pipe)
-        for _ in range(r):
-            cp.set_bind_group(0, bg)
-            cp.dispatch_workgroups(*groups)
-        cp.end()
-        enc.copy_buffer_to_buffer(plan.buffers[plan.outputs[0]], 0, probe, 0, 16)
-        g.device.queue.submit([enc.finish()])
-        probe.map_sync(g.wgpu.MapMode.READ)
-        probe.unmap()
-        return time.perf_counter() - t0
+        return time_dispatches(g, [plan._encoded[k]], r, out, probe)
 
     rows = []
     for k, d in enumerate(plan.dispatches):
@@ -156,20 +145,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     enc_ms = (time.perf_counter() - t0) / 10 * 1e3
 
     def whole(r: int) -> float:
-        t0 = time.perf_counter()
-        enc = g.device.create_command_encoder()
-        cp = enc.begin_compute_pass()
-        for _ in range(r):
-            for pipe, bg, groups in plan._encoded:
-                cp.set_pipeline(pipe)
-                cp.set_bind_group(0, bg)
-                cp.dispatch_workgroups(*groups)
-        cp.end()
-        enc.copy_buffer_to_buffer(plan.buffers[plan.outputs[0]], 0, probe, 0, 16)
-        g.device.queue.submit([enc.finish()])
-        probe.map_sync(g.wgpu.MapMode.READ)
-        probe.unmap()
-        return time.perf_counter() - t0
+        return time_dispatches(g, plan._encoded, r, out, probe)
 
     whole(1)
     gpu_step = min((whole(4) - whole(1)) / 3 for _ in range(3))

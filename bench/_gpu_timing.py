@@ -1,0 +1,39 @@
+"""Timing recorded GPU work without the backend's own run(): shared by the GPU benchmarks.
+
+``time_dispatches`` records ``repeats`` passes over a list of (pipeline, bind group,
+workgroups) into ONE compute pass, submits it, and waits by mapping a small buffer that
+a final copy wrote (``queue.on_submitted_work_done_sync`` is broken in wgpu-py 0.32).
+Differences of two repeat counts cancel the fixed submit/map cost.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+
+def probe_buffer(g: Any) -> Any:
+    """A 16-byte buffer the host can map: what a timed submission is waited on with."""
+    return g.device.create_buffer(size=16, usage=g.wgpu.BufferUsage.MAP_READ | g.wgpu.BufferUsage.COPY_DST)
+
+
+def time_dispatches(g: Any, dispatches: Sequence[tuple[Any, Any, tuple[int, int, int]]], repeats: int,
+                    src: Any, probe: Any) -> float:
+    """Seconds from recording to completion of ``repeats`` passes over ``dispatches``."""
+    t0 = time.perf_counter()
+    enc = g.device.create_command_encoder()
+    cp = enc.begin_compute_pass()
+    last = None
+    for _ in range(repeats):
+        for pipe, bg, groups in dispatches:
+            if pipe is not last:
+                cp.set_pipeline(pipe)
+                last = pipe
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(*groups)
+    cp.end()
+    enc.copy_buffer_to_buffer(src, 0, probe, 0, 16)
+    g.device.queue.submit([enc.finish()])
+    probe.map_sync(g.wgpu.MapMode.READ)
+    probe.unmap()
+    return time.perf_counter() - t0
