@@ -24,6 +24,10 @@ class Module:
 
     Names are hierarchical ("mlp.0.weight"); a name already used in the graph is an error,
     so saved weights always map back to exactly one parameter.
+
+    There is no ``train()`` / ``eval()`` switch: a module only builds nodes. Training versus
+    evaluation is decided when the graph RUNS — ``Trainer.fit`` feeds fresh dropout masks,
+    ``Trainer.run`` feeds masks of ones — so one graph serves both.
     """
 
     kind = "Module"
@@ -33,7 +37,6 @@ class Module:
         self.name = name if name is not None else _fresh_name(self.graph, self.kind.lower())
         self._params: dict[str, Tensor] = {}
         self._children: dict[str, Module] = {}
-        self.training = True
 
     # -- building blocks for subclasses ----------------------------------------------------
     def param(self, role: str, shape: tuple[int, ...], init: str, **init_args: Any) -> Tensor:
@@ -72,14 +75,6 @@ class Module:
         yield self
         for c in self._children.values():
             yield from c.modules()
-
-    def train(self, mode: bool = True) -> "Module":
-        for m in self.modules():
-            m.training = mode
-        return self
-
-    def eval(self) -> "Module":
-        return self.train(False)
 
     def forward(self, *args: Any, **kwargs: Any) -> Tensor:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
