@@ -7,8 +7,12 @@ technical facts (id, op, shape, dtype, phase, inputs, the user's source line). W
 view has numbers, also the node's value and gradient (statistics and a heatmap) and the
 backward rule worked out on this node's own numbers.
 
-Everything the user typed (node names, layer names, source text) is HTML-escaped:
-a node called ``<img src=x onerror=alert(1)>`` is shown as text, never run.
+Everything the user typed (node, parameter and layer names, op names of registered ops,
+source lines and files, attribute and metadata values) goes through
+:func:`~asgteach.widgets.text.user_text`: HTML-escaped AND kept out of MathJax, so a node
+called ``<img src=x onerror=alert(1)>`` or ``$\\href{javascript:alert(1)}{x}$`` is shown as
+text, never run or typeset. The only regions MathJax may typeset are our own formulas
+(``.asg-math``, ``.asg-step-math``), which come from the explanation tables, never from a name.
 """
 
 from __future__ import annotations
@@ -25,20 +29,27 @@ from ..graph import Graph, Node, source_line_text
 from .elements import category_of, group_path, shape_text
 from .i18n import t
 from .styles import category_label, colour
+from .text import NO_MATH, user_text
 from .values import heatmap_img, stats
 
-__all__ = ["InspectorData", "explanation", "node_html", "group_html", "prose", "esc", "empty_html"]
+__all__ = ["InspectorData", "explanation", "node_html", "group_html", "prose", "esc", "empty_html", "user_text"]
 
 
 def esc(text: Any) -> str:
-    """HTML-escape anything (quotes too: names end up inside attributes as well)."""
+    """HTML-escape our own words (quotes too). User text goes through :func:`user_text` instead."""
     return html.escape(str(text), quote=True)
 
 
 def prose(text: str) -> str:
-    """Explanation prose -> HTML: escaped, with `backticks` as <code> (MathJax leaves code alone)."""
-    escaped = esc(text).replace("$", "&#36;")
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
+    """Explanation prose -> HTML: escaped, with `backticks` as <code>, never typeset.
+
+    Prose has no maths of its own, and role texts have the user's names filled in
+    (``{name}``, ``{layer}``, ``{init}``), with or without backticks around them: the whole
+    paragraph is kept away from MathJax (a name holding a backtick cannot escape its
+    ``<code>`` into a typeset region).
+    """
+    escaped = esc(text).replace("$", "&#36;").replace("\\", "&#92;")
+    return f'<span class="{NO_MATH}">' + re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped) + "</span>"
 
 
 def _math(latex: str, display: bool = True) -> str:
@@ -134,7 +145,7 @@ def _local_html(data: InspectorData, node: Node, lang: str) -> str:
         c = np.asarray(data.values[c_id])
         inp = data.graph.nodes[i]
         j = idx if c.shape == g.shape else (0,) * c.ndim
-        line = (f"<li>x<sub>{k}</sub> = {esc(inp.name)} #{i}"
+        line = (f"<li>x<sub>{k}</sub> = {user_text(inp.name)} #{i}"
                 + (f" = {esc(_fmt(_entry(np.asarray(data.values[i]), j)))}" if i in data.values
                    and np.asarray(data.values[i]).shape == c.shape else "")
                 + f" {t('receives', lang)} <b>{esc(_fmt(_entry(c, j)))}</b>")
@@ -152,10 +163,10 @@ def _backward_note(data: InspectorData, node: Node, lang: str) -> str:
         target = node.meta.get(key)
         if isinstance(target, int) and 0 <= target < len(g.nodes):
             tn = g.nodes[target]
-            bits.append(f"{t(word, lang)} <b>{esc(tn.op)}</b> <code>{esc(tn.name)}</code> #{target}")
+            bits.append(f"{esc(t(word, lang))} <b>{user_text(tn.op)}</b> <code>{user_text(tn.name)}</code> #{target}")
     target = node.meta.get("grad_of")
     if isinstance(target, int) and 0 <= target < len(g.nodes):
-        bits.append(f"{t('grad_result', lang)}<code>{esc(g.nodes[target].name)}</code> (#{target})")
+        bits.append(f"{esc(t('grad_result', lang))}<code>{user_text(g.nodes[target].name)}</code> (#{target})")
     return "".join(f'<div class="asg-bnote">{b}</div>' for b in bits)
 
 
@@ -163,24 +174,24 @@ def _technical(data: InspectorData, node: Node, lang: str) -> str:
     g = data.graph
     consumers = [n.id for n in g.nodes[node.id + 1:] if node.id in n.inputs]
     rows = [
-        (t("id", lang), f"#{node.id}"), (t("op", lang), esc(node.op)),
-        (t("name", lang), f"<code>{esc(node.name)}</code>"),
+        (t("id", lang), f"#{node.id}"), (t("op", lang), user_text(node.op)),
+        (t("name", lang), f"<code>{user_text(node.name)}</code>"),
         (t("shape", lang), esc(shape_text(node.shape))), (t("dtype", lang), esc(node.dtype)),
         (t("phase", lang), esc(node.phase)),
-        (t("inputs", lang), ", ".join(f"#{i} {esc(g.nodes[i].op)} <code>{esc(g.nodes[i].name)}</code> "
+        (t("inputs", lang), ", ".join(f"#{i} {user_text(g.nodes[i].op)} <code>{user_text(g.nodes[i].name)}</code> "
                                       f"{esc(shape_text(g.nodes[i].shape))}" for i in node.inputs) or "—"),
-        (t("consumers", lang), ", ".join(f"#{i} {esc(g.nodes[i].op)}" for i in consumers[:12])
+        (t("consumers", lang), ", ".join(f"#{i} {user_text(g.nodes[i].op)}" for i in consumers[:12])
          + (" …" if len(consumers) > 12 else "") or "—"),
     ]
     if node.attrs:
-        rows.append((t("attrs", lang), esc(", ".join(f"{k}={v}" for k, v in node.attrs.items()))))
+        rows.append((t("attrs", lang), user_text(", ".join(f"{k}={v}" for k, v in node.attrs.items()))))
     line = source_line_text(node.source)
-    where = f"<code>{esc(node.source)}</code>" + (f"<br><code>{esc(line)}</code>" if line else "")
+    where = f"<code>{user_text(node.source)}</code>" + (f"<br><code>{user_text(line)}</code>" if line else "")
     rows.append((t("source", lang), where))
     meta = {k: v for k, v in node.meta.items() if v not in (None, {}, "")}
     if meta:
-        rows.append((t("meta", lang), esc(", ".join(f"{k}={v}" for k, v in meta.items()))))
-    body = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{k}</td><td>{v}</td></tr>"
+        rows.append((t("meta", lang), user_text(", ".join(f"{k}={v}" for k, v in meta.items()))))
+    body = "".join(f"<tr><td style='color:#666;padding-right:8px;vertical-align:top'>{esc(k)}</td><td>{v}</td></tr>"
                    for k, v in rows)
     return (f'<details class="asg-tech"><summary>{esc(t("technical", lang))}</summary>'
             f'<table style="font-size:11px">{body}</table></details>')
@@ -197,10 +208,11 @@ def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
     rec, note = explanation(node, lang)
     lab = _labels(lang)
     cat = category_of(node)
-    title = rec.headline if rec is not None else node.op
+    # no record: a user-registered op, whose name is user text
+    title = esc(rec.headline) if rec is not None else user_text(node.op)
     out = [f'<div class="asg-inspector" data-node="{node.id}" data-lang="{esc(lang)}">',
-           f'<div class="asg-title" style="font-weight:bold;font-size:14px">{_chip(cat, lang)} {esc(title)}</div>',
-           f'<div class="asg-name"><code>{esc(node.name)}</code> #{node.id} · {esc(shape_text(node.shape))}'
+           f'<div class="asg-title" style="font-weight:bold;font-size:14px">{_chip(cat, lang)} {title}</div>',
+           f'<div class="asg-name"><code>{user_text(node.name)}</code> #{node.id} · {esc(shape_text(node.shape))}'
            f' · {esc(t(node.phase, lang))}</div>']
     if node.phase == "backward":
         out.append(_backward_note(data, node, lang))
@@ -248,15 +260,16 @@ def group_html(data: InspectorData, group: str, member_ids: list[int], lang: str
     for i in member_ids:
         ops[g.nodes[i].op] = ops.get(g.nodes[i].op, 0) + 1
     params = [g.nodes[i] for i in member_ids if g.nodes[i].op == "parameter" and group_path(g, g.nodes[i])]
-    rows = "".join(f"<li><code>{esc(p.name)}</code> {esc(shape_text(p.shape))} "
-                   f"({esc(p.meta.get('role') or '')}, init={esc(p.meta.get('init'))})</li>" for p in params[:20])
-    counts = ", ".join(f"{esc(op)}×{n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
+    rows = "".join(f"<li><code>{user_text(p.name)}</code> {esc(shape_text(p.shape))} "
+                   f"({user_text(p.meta.get('role') or '')}, init={user_text(p.meta.get('init'))})</li>"
+                   for p in params[:20])
+    counts = ", ".join(f"{user_text(op)}×{n}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1]))
     kinds = {p.meta.get("layer_kind") for p in params if p.meta.get("layer_kind")}
-    kind = f" ({esc(', '.join(sorted(kinds)))})" if kinds else ""
+    kind = f" ({user_text(', '.join(sorted(str(k) for k in kinds)))})" if kinds else ""
     hint = t("click_collapse", lang) if is_open else t("click_expand", lang)
     return (f'<div class="asg-inspector asg-group" data-group="{esc(group)}" data-lang="{esc(lang)}">'
             f'<div class="asg-title" style="font-weight:bold;font-size:14px">{esc(t("group", lang))} '
-            f'<code>{esc(group)}</code>{kind}</div>'
+            f'<code>{user_text(group)}</code>{kind}</div>'
             f'<p>{len(member_ids)} {esc(t("nodes_in_group", lang))}: {counts}</p>'
             + (f"<ul>{rows}</ul>" if rows else "") + f"<p><i>{esc(hint)}</i></p></div>")
 

@@ -13,7 +13,16 @@ import numpy as np
 if TYPE_CHECKING:
     from ..gradcheck import GradcheckReport
 
-__all__ = ["gradcheck_figure", "LossChart"]
+__all__ = ["gradcheck_figure", "LossChart", "mpl_text"]
+
+
+def mpl_text(text: object) -> str:
+    """User text for a matplotlib title or label, shown as typed: ``$`` would start mathtext.
+
+    A name such as ``$\\href{javascript:alert(1)}{x}$`` would otherwise make the figure fail to
+    draw (mathtext knows no ``\\href``) and ``$x^2$`` would be typeset instead of shown.
+    """
+    return str(text).replace("$", r"\$")
 
 
 def gradcheck_figure(report: "GradcheckReport") -> Any:
@@ -41,7 +50,7 @@ def gradcheck_figure(report: "GradcheckReport") -> Any:
         ax.scatter(num, ana, s=12, color="#1a7f37" if check.ok else "#cf222e")
         ax.set_xlabel("numerical (central difference)")
         ax.set_ylabel("analytical (autograd)")
-        ax.set_title(f"d/d{check.name}: {'ok' if check.ok else 'MISMATCH'}\nmax err {check.max_abs_err:.2g}",
+        ax.set_title(f"d/d{mpl_text(check.name)}: {'ok' if check.ok else 'MISMATCH'}\nmax err {check.max_abs_err:.2g}",
                      fontsize=9)
     ax = axes[-1]
     eps, err = report.error_vs_eps()

@@ -4,15 +4,20 @@ nbconvert, GitHub's notebook preview and plain HTML exports cannot run widgets; 
 view falls back to this: the same elements, colours and labels as the GraphView, laid out
 top to bottom in layers (a node sits one layer below its deepest input), as inline SVG.
 Hovering a node shows its op, name and shape (an SVG ``<title>``). No JavaScript.
+
+Labels hold user text (names, layer names). JupyterLab typesets ``text/html`` outputs with
+MathJax, and an SVG ``<text>`` cannot hold a ``<span>``: every label goes through
+:func:`~asgteach.widgets.text.plain_text` (escaped, ``$`` and ``\\`` as references) and the whole
+picture carries the no-maths class :data:`~asgteach.widgets.text.NO_MATH` (it has no maths of its own).
 """
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from .elements import COLLAPSE_DEFAULT, MODES, Scope, build_elements, scope_of, visible_ids
 from .styles import BACKWARD_BORDER, colour, legend_html
+from .text import NO_MATH, plain_text
 
 __all__ = ["static_html", "layered_layout"]
 
@@ -81,7 +86,7 @@ def static_html(target: Any, lang: str = "en", mode: str | None = None, expanded
     pos = layered_layout(els)
     width = max((x + w for x, _, w, _ in pos.values()), default=100) + 10
     height = max((y + h for _, y, _, h in pos.values()), default=40) + 10
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="asg-static-graph" width="{width:.0f}" '
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="asg-static-graph {NO_MATH}" width="{width:.0f}" '
              f'height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}" font-family="monospace" font-size="10" '
              f'style="max-width:{max_width}px;height:auto">',
              '<defs><marker id="asg-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
@@ -101,7 +106,7 @@ def static_html(target: Any, lang: str = "en", mode: str | None = None, expanded
                      f'stroke="{stroke}" stroke-width="1.2"{dash} marker-end="url(#asg-arrow)"/>')
         if d.get("label"):
             parts.append(f'<text x="{(x1 + w1 / 2 + x2 + w2 / 2) / 2:.1f}" y="{(y1 + h1 + y2) / 2:.1f}" '
-                         f'fill="#b35900" font-size="9">{html.escape(d["label"])}</text>')
+                         f'fill="#b35900" font-size="9">{plain_text(d["label"])}</text>')
     for e in els:
         d = e["data"]
         if e["group"] != "nodes" or d["id"] not in pos:
@@ -116,13 +121,13 @@ def static_html(target: Any, lang: str = "en", mode: str | None = None, expanded
             stroke = "#d35400"
         rx = h_ / 2 if "leaf" in classes else 5
         opacity = ' opacity="0.5"' if "context" in classes else ""
-        title = html.escape(f"#{d.get('nid', '')} {d.get('op', 'layer')} — {d['label']}".replace("\n", " "))
-        parts.append(f'<g class="asg-node" data-id="{html.escape(d["id"])}"{opacity}><title>{title}</title>'
+        title = plain_text(f"#{d.get('nid', '')} {d.get('op', 'layer')} — {d['label']}".replace("\n", " "))
+        parts.append(f'<g class="asg-node" data-id="{plain_text(d["id"])}"{opacity}><title>{title}</title>'
                      f'<rect x="{x:.1f}" y="{y:.1f}" width="{w_:.1f}" height="{h_:.1f}" rx="{rx:.1f}" fill="{fill}" '
                      f'stroke="{stroke}" stroke-width="{3 if d.get("kind") == "group" else 1.2}"{extra}/>')
         for k, line in enumerate(d["label"].split("\n")):
             parts.append(f'<text x="{x + w_ / 2:.1f}" y="{y + _PAD + 8 + k * _LINE_H:.1f}" text-anchor="middle">'
-                         f'{html.escape(line)}</text>')
+                         f'{plain_text(line)}</text>')
         parts.append("</g>")
     parts.append("</svg>")
     cats = sorted({e["data"]["cat"] for e in els if e["data"].get("cat")})
@@ -133,6 +138,6 @@ def static_html(target: Any, lang: str = "en", mode: str | None = None, expanded
             else "статичный вид (нет фронтенда виджетов): запустите блокнот в Jupyter, чтобы щёлкать узлы. Видите "
             "это в JupyterLab или Notebook? Там не включено расширение виджетов Jupyter: выполните в терминале "
             "`asgteach doctor`, он скажет, что установить")
-    return (f'<div class="asg-static" style="overflow:auto">{"".join(parts)}'
+    return (f'<div class="asg-static {NO_MATH}" style="overflow:auto">{"".join(parts)}'
             f'{legend_html(cats or None, lang, backward=mode != "forward")}'
-            f'<div style="font-size:10px;color:#888">{html.escape(note)}</div></div>')
+            f'<div style="font-size:10px;color:#888">{plain_text(note)}</div></div>')

@@ -11,9 +11,8 @@ read it, so the notebook view and the HTML fallback look the same.
 
 from __future__ import annotations
 
-import html
-
 from ..ops.registry import CATEGORIES
+from .text import user_text
 
 __all__ = ["CATEGORY_COLOURS", "BACKWARD_BORDER", "colour", "cytoscape_style", "legend_html", "category_label"]
 
@@ -117,12 +116,12 @@ def legend_html(categories: list[str] | None = None, lang: str = "en", backward:
     chips = [
         f'<span class="asg-chip" style="display:inline-block;margin:1px 6px 1px 0;white-space:nowrap">'
         f'<span style="display:inline-block;width:11px;height:11px;border:1px solid #666;border-radius:3px;'
-        f'vertical-align:middle;background:{colour(c)}"></span> {html.escape(category_label(c, lang))}</span>'
+        f'vertical-align:middle;background:{colour(c)}"></span> {user_text(category_label(c, lang))}</span>'
         for c in cats
     ]
     if backward:
         word = "backward (autograd)" if not lang.lower().startswith("ru") else "обратный проход (autograd)"
         chips.append('<span class="asg-chip" style="display:inline-block;white-space:nowrap">'
                      '<span style="display:inline-block;width:11px;height:11px;border:2px dashed #555;'
-                     f'border-radius:3px;vertical-align:middle"></span> {html.escape(word)}</span>')
+                     f'border-radius:3px;vertical-align:middle"></span> {user_text(word)}</span>')
     return f'<div class="asg-legend" style="font-size:11px;line-height:1.6">{"".join(chips)}</div>'

@@ -32,6 +32,7 @@ from .i18n import LANGS, t
 from .inspector import InspectorData, empty_html, esc, group_html, node_html
 from .steps import Step, grad_passes, steps_of
 from .styles import cytoscape_style, legend_html
+from .text import user_text
 
 __all__ = ["GraphView", "COLLAPSE_AT"]
 
@@ -351,7 +352,7 @@ class GraphView:
     def _step_status(self, k: int) -> str:
         s = self.steps[k]
         return (f'<span class="asg-step-status">{esc(t("step_title", self.lang))} {k + 1} {esc(t("of", self.lang))} '
-                f'{len(self.steps)}: #{s.node} {esc(self.graph.nodes[s.node].op)}</span>')
+                f'{len(self.steps)}: #{s.node} {user_text(self.graph.nodes[s.node].op)}</span>')
 
     def reset(self) -> None:
         """Clear the step-through and the selection."""
@@ -369,25 +370,26 @@ class GraphView:
         node = g.nodes[s.node]
         head = (f'<div class="asg-step" data-step="{k + 1}"><div style="font-weight:bold;font-size:14px;color:#d62728">'
                 f'{esc(t("step_title", lang))} {k + 1} {esc(t("of", lang))} {len(self.steps)} — '
-                f'{esc(t("step_arrived", lang))} {esc(node.op)} <code>{esc(node.name)}</code> #{node.id}</div>')
+                f'{esc(t("step_arrived", lang))} {user_text(node.op)} <code>{user_text(node.name)}</code> '
+                f'#{node.id}</div>')
         n = len(s.contributions)
         what = (t("step_fanout", lang).format(n=n) if n > 1 else t("step_single", lang))
         rows = []
         for c, snd in zip(s.contributions, s.senders):
-            src = f"#{snd} {esc(g.nodes[snd].op)}" if snd is not None else "?"
+            src = f"#{snd} {user_text(g.nodes[snd].op)}" if snd is not None else "?"
             val = ""
             if c in self.data.values:
                 st = stats(self.data.values[c])
                 if "mean" in st:
                     val = f" — {esc(t('mean', lang))} {st['mean']:.4g}"
-            rows.append(f"<li>#{c} {esc(g.nodes[c].op)} ({esc(t('step_from', lang))} {src}){val}</li>")
-        body = (f"<p><code>{esc(node.name)}</code> {esc(what)}</p><ol>{''.join(rows)}</ol>")
+            rows.append(f"<li>#{c} {user_text(g.nodes[c].op)} ({esc(t('step_from', lang))} {src}){val}</li>")
+        body = (f"<p><code>{user_text(node.name)}</code> {esc(what)}</p><ol>{''.join(rows)}</ol>")
         if n > 1:
             terms = " + ".join(f"c_{{{i + 1}}}" for i in range(n))
-            body += f"<div>$$\\frac{{\\partial L}}{{\\partial x}} = {terms}$$</div>"
+            body += f'<div class="asg-math">$$\\frac{{\\partial L}}{{\\partial x}} = {terms}$$</div>'
         if s.rule:
             body += (f"<p>{esc(t('step_rule', lang))}</p><p>"
-                     + ", ".join(f"#{i} {esc(g.nodes[i].op)}" for i in s.rule[:16])
+                     + ", ".join(f"#{i} {user_text(g.nodes[i].op)}" for i in s.rule[:16])
                      + (" …" if len(s.rule) > 16 else "") + "</p>")
         elif node.op in ("input", "parameter", "constant"):
             body += f"<p>{esc(t('step_leaf', lang))}</p>"
@@ -415,7 +417,7 @@ class GraphView:
         try:
             src = _wgpu_plan_shader(self.graph, node_id)
         except Exception as e:  # noqa: BLE001 - leaves have no kernel; say so
-            self.wgsl_out.value = f'<div class="asg-wgsl" style="color:#a05a00">{esc(e)}</div>'
+            self.wgsl_out.value = f'<div class="asg-wgsl" style="color:#a05a00">{user_text(e)}</div>'
             return ""
         self.wgsl_out.value = (f'<details open class="asg-wgsl"><summary>WGSL #{node_id}</summary>'
                                f'<pre style="font-size:11px;max-height:300px;overflow:auto">{esc(src)}</pre></details>')
