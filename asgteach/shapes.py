@@ -11,10 +11,11 @@ they are equal or one of them is 1; a missing leading axis counts as 1. So (4, 3
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+import operator
+from typing import Any, Iterable, Sequence
 
 __all__ = [
-    "ShapeError", "broadcast_shapes", "normalize_axes", "reduced_shape", "Shape",
+    "ShapeError", "broadcast_shapes", "normalize_axes", "single_axis", "reduced_shape", "Shape",
 ]
 
 Shape = tuple[int, ...]
@@ -83,6 +84,27 @@ def normalize_axes(
     if len(set(out)) != len(out):
         raise ShapeError(op, f"axis {axis} repeats an axis", (shape,), source)
     return tuple(sorted(out))
+
+
+def single_axis(op: str, axis: Any, ndim: int, source: str = "", shape: Shape = ()) -> int:
+    """``axis`` as one non-negative int, for ops that work along ONE axis (softmax, argmax, concat).
+
+    ``sum`` can reduce several axes at once; softmax cannot: it normalises along one line
+    of numbers. A tuple or None is a ShapeError that says so, not an unpacking error.
+    """
+    try:  # Python and numpy ints have a lossless __index__; floats, tuples and None do not
+        index = None if isinstance(axis, bool) else operator.index(axis)
+    except TypeError:
+        index = None
+    if index is None:
+        got = "None" if axis is None else f"{axis!r} (a {type(axis).__name__})"
+        hint = "pass one int, e.g. axis=-1 (the last axis)"
+        if isinstance(axis, (tuple, list)) and len(axis) > 1 and len(shape) > 1:
+            hint = (f"to work over several axes at once, reshape them into one first: "
+                    f"x.reshape({shape[0]}, -1) joins every axis after the first")
+        raise ShapeError(op, f"takes one axis (an int), got axis={got}", (shape,), source, hint)
+    (a,) = normalize_axes(op, index, ndim, source, shape)
+    return a
 
 
 def reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape:

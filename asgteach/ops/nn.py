@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from ..graph import user_source
-from ..shapes import ShapeError, normalize_axes
+from ..shapes import ShapeError, single_axis
 from ..tensor import Tensor
 from . import elementwise as _ew
 from . import reduce as _red
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, register
+from .registry import OpSpec, VjpContext, apply, as_tensor, register
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding"]
 
@@ -65,26 +65,32 @@ def _log_softmax_jvp(c: VjpContext, t):
     return t[0] - _red.sum(_ew.exp(c.out) * t[0], axis=c.attrs["axis"], keepdims=True)
 
 
-_same = lambda s, **_: s  # noqa: E731
-register(OpSpec("softmax", "activation", 1, _same, _softmax_kernel, vjp=_softmax_vjp, jvp=_softmax_jvp,
-                attrs={"axis": -1}, wgsl="softmax", doc="exp(x) / sum(exp(x)) along an axis, max-shifted"))
-register(OpSpec("log_softmax", "activation", 1, _same, _log_softmax_kernel, vjp=_log_softmax_vjp,
-                jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+def _along_one_axis(op: str):
+    def infer(s: tuple, axis: Any = -1, **_: Any) -> tuple:
+        single_axis(op, axis, len(s), shape=s)  # also for nodes built by apply() or from JSON
+        return s
+
+    return infer
+
+
+register(OpSpec("softmax", "activation", 1, _along_one_axis("softmax"), _softmax_kernel, vjp=_softmax_vjp,
+                jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+                doc="exp(x) / sum(exp(x)) along an axis, max-shifted"))
+register(OpSpec("log_softmax", "activation", 1, _along_one_axis("log_softmax"), _log_softmax_kernel,
+                vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
                 doc="x - logsumexp(x) along an axis, max-shifted"))
 
 
 def softmax(x: Any, axis: int = -1) -> Tensor:
     """Softmax along ``axis`` (default the last), computed stably."""
-    x = _shape._as(x)
-    (axis,) = normalize_axes("softmax", axis, x.ndim, user_source(), x.shape)
-    return apply("softmax", x, axis=axis)
+    x = as_tensor(x, op="softmax")
+    return apply("softmax", x, axis=single_axis("softmax", axis, x.ndim, user_source(), x.shape))
 
 
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """log(softmax(x)) along ``axis``, computed stably (never log of 0)."""
-    x = _shape._as(x)
-    (axis,) = normalize_axes("log_softmax", axis, x.ndim, user_source(), x.shape)
-    return apply("log_softmax", x, axis=axis)
+    x = as_tensor(x, op="log_softmax")
+    return apply("log_softmax", x, axis=single_axis("log_softmax", axis, x.ndim, user_source(), x.shape))
 
 
 # --- layer norm (over the last axis) ----------------------------------------------------------
@@ -139,7 +145,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) 
     A fused op with its own backward rule; ``layer_norm_composite`` builds the same
     function from mean/sub/sqrt/div so the two can be compared.
     """
-    x = _shape._as(x)
+    x = as_tensor(x, op="layer_norm")
     d = x.shape[-1:] if x.shape else ()
     weight = weight if weight is not None else np.ones(d)
     bias = bias if bias is not None else np.zeros(d)
@@ -148,7 +154,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) 
 
 def layer_norm_composite(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> Tensor:
     """The same function as :func:`layer_norm`, built from small ops (a bigger graph)."""
-    x = _shape._as(x)
+    x = as_tensor(x, op="layer_norm_composite")
     xhat, _ = _normalised(x, eps)
     out = xhat
     if weight is not None:

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from ..graph import user_source
-from ..shapes import normalize_axes, reduced_shape
+from ..shapes import normalize_axes, reduced_shape, single_axis
 from ..tensor import Tensor
 from . import elementwise as _ew
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, register
+from .registry import OpSpec, VjpContext, apply, as_tensor, register
 
 __all__ = ["sum", "mean", "max", "var", "argmax"]
 
@@ -113,7 +113,7 @@ register(OpSpec("var", "reduction", 1, _infer, _kernel(np.var), vjp=_var_vjp, at
 
 
 def _argmax_infer(s: tuple, axis: int = -1, keepdims: bool = False, **_: Any) -> tuple:
-    return reduced_shape(s, normalize_axes("argmax", axis, len(s), shape=s), keepdims)
+    return reduced_shape(s, (single_axis("argmax", axis, len(s), shape=s),), keepdims)
 
 
 def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
@@ -128,7 +128,7 @@ register(OpSpec(
 
 
 def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Tensor:
-    x = _shape._as(x)
+    x = as_tensor(x, op=name)
     axes = normalize_axes(name, axis, x.ndim, user_source(), x.shape)
     return apply(name, x, axis=axes, keepdims=bool(keepdims))
 
@@ -155,6 +155,5 @@ def var(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = Fals
 
 def argmax(x: Any, axis: int = -1, keepdims: bool = False) -> Tensor:
     """Index of the maximum along ``axis`` (integer result, not differentiable)."""
-    x = _shape._as(x)
-    (a,) = normalize_axes("argmax", axis, x.ndim, user_source(), x.shape)
-    return apply("argmax", x, axis=a, keepdims=bool(keepdims))
+    x = as_tensor(x, op="argmax")
+    return apply("argmax", x, axis=single_axis("argmax", axis, x.ndim, user_source(), x.shape), keepdims=bool(keepdims))

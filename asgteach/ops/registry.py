@@ -153,15 +153,27 @@ def _graph_of(args: Sequence[Any]) -> Graph:
     return next(iter(graphs.values())) if graphs else default_graph()
 
 
-def as_tensor(value: Any, graph: Graph | None = None, kind: str = "float", source: str | None = None) -> Tensor:
-    """A Tensor for ``value``: Tensors pass through; scalars and arrays become constants."""
+def as_tensor(
+    value: Any, graph: Graph | None = None, kind: str = "float", source: str | None = None,
+    op: str = "", index: int | None = None,
+) -> Tensor:
+    """A Tensor for ``value``: Tensors pass through; numbers, arrays and lists become constants.
+
+    Anything else (``None``, text, a ragged list) is an error naming ``op`` (the op the
+    value was given to), which input it was (``index``) and the user's line.
+    """
     if isinstance(value, Tensor):
         return value
-    from .leaves import constant  # leaves registers the constant op
+    from .leaves import constant, to_array  # leaves registers the constant op
 
-    if kind == "float" and not (isinstance(value, np.ndarray) and value.dtype.kind == "f"):
-        value = np.asarray(value, dtype=np.float64)
-    return constant(value, graph=graph or default_graph(), source=source)
+    what = "the value" if not op else "its input" if index is None else f"input {index}"
+    try:
+        arr = to_array(value, op or "constant", what, source)
+    except (TypeError, ValueError) as e:
+        raise e.with_traceback(None) from None  # start the traceback here, not inside the checks
+    if kind == "float" and arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    return constant(arr, graph=graph or default_graph(), source=source)
 
 
 def apply(name: str, *args: Any, **attrs: Any) -> Tensor:
@@ -176,9 +188,15 @@ def apply(name: str, *args: Any, **attrs: Any) -> Tensor:
     if op.arity is not None and len(args) != op.arity:
         raise TypeError(f"{name} takes {op.arity} tensor inputs, got {len(args)}")
     graph = _graph_of(args)
+    from .leaves import to_array
+
+    try:  # x + None, x * "a", a ragged list: the error is raised here, naming this op
+        values = [a if isinstance(a, Tensor) else to_array(a, name, f"input {i}", source) for i, a in enumerate(args)]
+    except (TypeError, ValueError) as e:
+        raise e.with_traceback(None) from None
     tensors = tuple(
-        as_tensor(a, graph, kind="float" if op.kind_of_input(i) != "int" else "int", source=source)
-        for i, a in enumerate(args)
+        as_tensor(v, graph, kind="float" if op.kind_of_input(i) != "int" else "int", source=source)
+        for i, v in enumerate(values)
     )
     for i, t in enumerate(tensors):
         want = op.kind_of_input(i)
