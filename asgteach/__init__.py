@@ -18,7 +18,8 @@ from .autograd import grad, hvp, jvp
 from .backends import (
     BackendUnavailable, FeedError, KernelError, NumericsError, available, compile, describe, get_backend, run,
 )
-from .graph import Graph, Node, default_graph
+from .graph import Graph, NameReboundWarning, Node, ReleasedError, default_graph
+from .graph import reset_default_graph as reset
 from .gradcheck import GradcheckReport, gradcheck
 from .ops import (
     NotDifferentiableError, abs, add, argmax, avg_pool2d, broadcast_to, concat, constant, conv2d, div, embedding,
@@ -29,6 +30,7 @@ from .ops import (
 from .shapes import ShapeError
 from .tensor import Tensor
 from .widgets.show import show
+from . import cells  # noqa: F401,E402  (re-running notebook cells: hooks IPython when one runs)
 from . import nn  # noqa: E402  (nn builds on everything above)
 from .nn import DataLoader, Dataset, Trainer, WeightsFileError
 from .nn import init, optim
@@ -38,7 +40,8 @@ __version__ = "0.1.0"
 __all__ = [
     "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError",
     "Graph", "Node", "Tensor", "ShapeError", "NotDifferentiableError", "FeedError", "KernelError",
-    "NumericsError", "BackendUnavailable", "default_graph", "ops", "grad", "jvp", "hvp", "run", "compile",
+    "NumericsError", "BackendUnavailable", "NameReboundWarning", "ReleasedError", "default_graph", "reset",
+    "ops", "grad", "jvp", "hvp", "run", "compile",
     "available", "describe", "get_backend", "gradcheck", "GradcheckReport",
     "input", "parameter", "constant",
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "sign", "erf", "tanh", "sigmoid",

@@ -15,6 +15,18 @@ Two rules keep the graph simple:
 * **Every node remembers where the user created it** (``node.source``, ``file:line``),
   so an error about a node can point at the line of the user's code that made it.
 
+Names and memory (the rules a notebook needs, written out in docs/DESIGN.md):
+
+* **A name means the newest node of that name.** ``graph.find("x")`` and by-name feeds
+  (``{"x": X}``) bind to the most recently created input or parameter called "x". In the
+  default graph, re-creating a parameter of an existing name replaces the old one (with a
+  one-line notice, unless the same notebook cell made the old one); in an explicit
+  ``with at.Graph()`` block two parameters of one name are an error naming both lines.
+* **What no live Tensor can reach is released.** Nodes stay (ids never change), but
+  ``graph.collect()`` drops the stored values of constants that no live :class:`Tensor`
+  depends on; backends drop their compiled plans for such nodes. The default graph
+  collects by itself (after each notebook cell, and when its constants grow).
+
 This module imports nothing else from asgteach: it is the bottom of the stack.
 """
 
@@ -25,13 +37,21 @@ import linecache
 import os
 import sys
 import threading
+import warnings
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
-__all__ = ["Node", "Graph", "default_graph", "user_source", "PHASES", "DTYPES"]
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+__all__ = [
+    "Node", "Graph", "default_graph", "reset_default_graph", "user_source", "PHASES", "DTYPES",
+    "NameReboundWarning", "ReleasedError",
+]
 
 #: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
 PHASES = ("forward", "backward")
@@ -108,6 +128,14 @@ class Node:
         return f"{self.op} {label} #{self.id} {self.shape} at {self.source}".replace("  ", " ")
 
 
+class NameReboundWarning(UserWarning):
+    """A parameter name of the default graph now means a newer parameter (see :class:`Graph`)."""
+
+
+class ReleasedError(RuntimeError):
+    """A node's stored value was released by ``graph.collect()`` (no live Tensor reached it)."""
+
+
 class Graph:
     """An append-only computation graph; also a context manager.
 
@@ -119,20 +147,39 @@ class Graph:
     ['input', 'mul', 'sum']
 
     Ops called outside any ``with Graph()`` block go to a process-wide default graph
-    (``at.default_graph()``).
+    (``at.default_graph()``), which is made for notebooks: it lets a name be re-used
+    (``rebind=True``: the newest parameter of a name replaces the old one) and it releases
+    by itself what no live Tensor can reach (``auto_collect=True``). An explicit graph is
+    strict: a second parameter of the same name is an error.
     """
 
-    def __init__(self, name: str = "graph") -> None:
+    #: the default graph collects when its constants grew by this much since the last sweep
+    #: (or by as much as survived that sweep, if more): memory stays within ~2x of what is live
+    COLLECT_BYTES = 64 * 2**20
+
+    def __init__(self, name: str = "graph", *, rebind: bool = False, auto_collect: bool = False) -> None:
         self.name = name
         self.nodes: list[Node] = []
         #: values of constant nodes, by node id (kept out of Node so JSON stays small)
         self.constants: dict[int, np.ndarray] = {}
         self._phase = "forward"
         self._phase_meta: dict[str, Any] = {}
+        #: name -> id of the NEWEST input or parameter of that name
         self._by_name: dict[str, int] = {}
-        #: compiled plans, keyed by (backend, output ids); valid forever because the
-        #: graph only grows and a node's ancestors never change.
-        self._plan_cache: dict[Any, Any] = {}
+        self.rebind = rebind
+        self.auto_collect = auto_collect
+        #: the Tensors alive right now (weakly held): what they reach is what must be kept
+        self._tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+        #: ids of nodes that no live Tensor reached at some ``collect()`` (never reachable again)
+        self.released: set[int] = set()
+        #: how many sweeps ran (backends compare it to know when to drop their plans)
+        self.collections = 0
+        self._const_bytes_new = 0        # constant bytes added since the last sweep
+        self._const_bytes_kept = 0       # constant bytes that survived the last sweep
+        #: the notebook cell running now (set by asgteach.cells), and the names each cell bound
+        self._cell: Any = None
+        self._bound_by_cell: dict[Any, list[tuple[str, int]]] = {}
+        self._noticed: set[tuple[str, str]] = set()   # (name prefix, source) already told about
         #: one record per ``at.grad`` call: the seed, the order in which the backward
         #: sweep visited forward nodes, and which node holds each gradient (read by
         #: the step-through view).
@@ -149,13 +196,28 @@ class Graph:
         name: str | None = None,
         source: str | None = None,
         meta: dict[str, Any] | None = None,
+        value: np.ndarray | None = None,
     ) -> Node:
-        """Append a node and return it. Callers (ops) have already checked shapes."""
+        """Append a node and return it. Callers (ops) have already checked shapes.
+
+        ``value`` is a constant's array (stored in ``graph.constants``).
+        """
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         for i in inputs:
             if not 0 <= i < len(self.nodes):
                 raise ValueError(f"input id {i} is not a node of this graph")
+            if i in self.released:
+                raise ReleasedError(
+                    f"node #{i} ({self.nodes[i].op} '{self.nodes[i].name}') was released: no Tensor referred "
+                    f"to it any more, so graph.collect() dropped its value. Build from Tensors you still hold."
+                )
+        source = source or user_source()
+        if (value is not None and self.auto_collect
+                and self._const_bytes_new + value.nbytes > max(self.COLLECT_BYTES, self._const_bytes_kept)):
+            self.collect(keep=inputs)  # before appending: the new node has no Tensor yet
+        if op == "parameter" and name:
+            self._check_parameter_name(name, source)
         node_meta = dict(self._phase_meta)
         node_meta.update(meta or {})
         node = Node(
@@ -167,13 +229,95 @@ class Graph:
             dtype=dtype,
             name=name or op,
             phase=self._phase,
-            source=source or user_source(),
+            source=source,
             meta=node_meta,
         )
         self.nodes.append(node)
         if op in ("input", "parameter"):
-            self._by_name.setdefault(node.name, node.id)
+            self._by_name[node.name] = node.id
+            if self._cell is not None:
+                self._bound_by_cell.setdefault(self._cell, []).append((node.name, node.id))
+        if value is not None:
+            self.constants[node.id] = value
+            self._const_bytes_new += value.nbytes
         return node
+
+    def _check_parameter_name(self, name: str, source: str) -> None:
+        """The naming rule for parameters (see the class docstring)."""
+        old_id = self._by_name.get(name)
+        if old_id is None or self.nodes[old_id].op != "parameter":
+            return
+        old = self.nodes[old_id]
+        if not self.rebind:
+            raise ValueError(
+                f"a parameter named {name!r} already exists in this graph:\n"
+                f"  first  #{old.id} made at {_at(old.source)}\n"
+                f"  second made at {_at(source)}\n"
+                f"  two parameters of one name cannot be saved, loaded or fed apart: give one of them "
+                f"another name (a layer's name=)"
+            )
+        # one notice per re-built layer and line, not one per parameter of it
+        prefix = name.split(".")[0]
+        if (prefix, source) in self._noticed:
+            return
+        self._noticed.add((prefix, source))
+        if "." in name:
+            text = (f"asgteach: the parameters of {prefix!r} now mean the new ones made here; the old ones "
+                    f"(made at {old.source}) stay with the tensors built from them")
+        else:
+            text = (f"asgteach: parameter {name!r} now means the new one made here; the old one "
+                    f"(made at {old.source}) stays with the tensors built from it")
+        path, _, line = source.rpartition(":")
+        warnings.warn_explicit(
+            text, NameReboundWarning, path or source,
+            int(line) if line.isdigit() else 0,
+        )
+
+    # -- notebook cells and memory ---------------------------------------------------
+    def begin_cell(self, key: Any) -> None:
+        """A notebook cell ``key`` starts running: the names its previous run bound are unbound.
+
+        So re-running a cell re-creates ``mlp.0.weight`` as if for the first time (no notice,
+        the same automatic layer names), while names bound by other cells stay. Tensors made
+        by the previous run keep working: only the *names* move on.
+        """
+        for name, node_id in self._bound_by_cell.pop(key, []):
+            if self._by_name.get(name) == node_id:
+                del self._by_name[name]
+        self._cell = key
+
+    def end_cell(self) -> None:
+        self._cell = None
+
+    def _track(self, tensor: "Tensor") -> None:
+        """Called by every new Tensor: live Tensors are the roots that ``collect`` keeps."""
+        self._tensors.add(tensor)
+
+    def live_ids(self) -> set[int]:
+        """Ids of the nodes some live Tensor depends on (itself included)."""
+        return set(self.ancestors({t.node_id for t in list(self._tensors)}))
+
+    def collect(self, keep: Any = ()) -> int:
+        """Release what no live Tensor can reach; return how many nodes were newly released.
+
+        A node nobody can name any more (no Tensor of it or of anything built from it is
+        alive) can never be run again, so its constant's array is dropped and its name
+        unbound. The node itself stays, so ids (and the graph's drawing) do not change.
+        Backends see ``collections`` change and drop their plans for released nodes.
+        ``keep``: more ids to treat as live (the inputs of a node being added).
+        """
+        live = self.live_ids() | set(self.ancestors(list(keep)))
+        newly = [i for i in range(len(self.nodes)) if i not in live and i not in self.released]
+        self.released.update(newly)
+        for i in newly:
+            self.constants.pop(i, None)
+        for name, node_id in list(self._by_name.items()):
+            if node_id in self.released:
+                del self._by_name[name]
+        self._const_bytes_kept = sum(v.nbytes for v in self.constants.values())
+        self._const_bytes_new = 0
+        self.collections += 1
+        return len(newly)
 
     @contextmanager
     def phase(self, phase: str, **meta: Any) -> Iterator[None]:
@@ -196,7 +340,7 @@ class Graph:
         return self.nodes[node_id]
 
     def find(self, name: str) -> Node:
-        """The input or parameter called ``name``."""
+        """The newest input or parameter called ``name``."""
         try:
             return self.nodes[self._by_name[name]]
         except KeyError:
@@ -288,13 +432,26 @@ class Graph:
         return json.dumps(doc, default=_json_default)
 
     @classmethod
-    def from_json(cls, text: str) -> "Graph":
-        """Rebuild a graph written by :meth:`to_json` (same ids, shapes, metadata)."""
+    def from_json(cls, text: str, known_ops: Any = None) -> "Graph":
+        """Rebuild a graph written by :meth:`to_json` (same ids, shapes, metadata).
+
+        An op that is not registered fails here, naming the node, instead of later when
+        the graph runs. ``known_ops`` (a container of op names) defaults to the registry,
+        which ``asgteach.ops`` hands to this module as ``registered_ops`` when it loads.
+        """
+        if known_ops is None:
+            known_ops = registered_ops
         doc = json.loads(text)
         if doc.get("format") != "asgteach-graph":
             raise ValueError("not an asgteach graph document (missing format 'asgteach-graph')")
-        g = cls(doc.get("name", "graph"))
+        g = cls(doc.get("name", "graph"), rebind=True)  # a saved default graph may hold rebound names
         for rec in doc["nodes"]:
+            if known_ops is not None and rec["op"] not in known_ops:
+                raise ValueError(
+                    f"node #{rec.get('id')} ('{rec.get('name')}', made at {rec.get('source')}) uses op "
+                    f"{rec['op']!r}, which is not registered here; register it (asgteach.ops.register) "
+                    f"before loading this graph"
+                )
             attrs = {k: _from_json_attr(v) for k, v in rec["attrs"].items()}
             node = g.add_node(
                 rec["op"], rec["inputs"], attrs, tuple(rec["shape"]), rec["dtype"],
@@ -306,7 +463,14 @@ class Graph:
             if "value" in rec:
                 g.constants[node.id] = np.asarray(rec["value"]["data"], dtype=rec["value"]["dtype"]).reshape(node.shape)
         g.passes = list(doc.get("passes", []))
+        g.rebind = False
         return g
+
+
+def _at(source: str) -> str:
+    """``file:line`` and, when it can be read, the text of that line."""
+    text = source_line_text(source)
+    return f"{source}  ({text})" if text else source
 
 
 def _json_default(obj: Any) -> Any:
@@ -336,10 +500,34 @@ def _stack() -> list[Graph]:
     return _local.stack
 
 
-_DEFAULT = Graph("default")
+_DEFAULT = Graph("default", rebind=True, auto_collect=True)
+
+#: The op registry (name -> OpSpec), set by ``asgteach.ops`` when it loads; ``from_json`` checks
+#: op names against it. (This module imports nothing of ours: the registry comes to it.)
+registered_ops: Any = None
+
+#: Called whenever the default graph is handed out. ``asgteach.cells`` sets it, to notice a
+#: notebook shell and hook its cells; this module itself knows nothing of IPython.
+on_default_use: Callable[[], None] | None = None
 
 
 def default_graph() -> Graph:
     """The graph that ops use right now: the innermost ``with Graph()``, else the default."""
     stack = _stack()
-    return stack[-1] if stack else _DEFAULT
+    if stack:
+        return stack[-1]
+    if on_default_use is not None:
+        on_default_use()
+    return _DEFAULT
+
+
+def reset_default_graph() -> Graph:
+    """Start a fresh, empty default graph (``at.reset()``) and return it.
+
+    Tensors made before keep their old graph and still run; they cannot be mixed with
+    new ones (the error says so).
+    """
+    global _DEFAULT
+    _DEFAULT.retired = True  # type: ignore[attr-defined]
+    _DEFAULT = Graph("default", rebind=True, auto_collect=True)
+    return _DEFAULT

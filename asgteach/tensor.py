@@ -29,13 +29,14 @@ def _ops() -> Any:
 class Tensor:
     """A node of a graph, seen as a value-to-be. Build with ``at.input``, ops, operators."""
 
-    __slots__ = ("graph", "node_id")
+    __slots__ = ("graph", "node_id", "__weakref__")
     #: make ``numpy_array * tensor`` call our ``__rmul__`` instead of numpy's loop
     __array_ufunc__ = None
 
     def __init__(self, graph: "Graph", node_id: int) -> None:
         self.graph = graph
         self.node_id = node_id
+        graph._track(self)  # a live Tensor keeps its node and ancestors from being released
 
     # -- what the node is ------------------------------------------------------------
     @property

@@ -2,7 +2,12 @@
 shaders on a GPU (or on Mesa's lavapipe CPU Vulkan driver) when an adapter exists.
 
 ``at.run(outputs, feeds, backend=...)`` compiles a Plan once per (backend, outputs) and
-caches it on the graph, so calling it in a loop does not recompile.
+caches it, so calling it in a loop does not recompile. The cache is this module's business
+but rides on the graph object (an attribute graph.py never reads): a plan refers to its
+graph, so a cache keyed weakly by graph here would keep every graph alive through its own
+plans, while an attribute dies with the graph. It forgets the plans of nodes the graph has
+released (``Graph.collect``), so re-running a notebook cell does not pile up plans and
+their buffers.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..graph import Graph, ReleasedError
 from ..tensor import Tensor
 from .numpy_backend import FeedError, KernelError, NumericsError  # noqa: F401
 
@@ -65,8 +71,22 @@ def describe() -> dict[str, Any]:
     return info
 
 
+def cached_plans(graph: Graph) -> dict[Any, Any]:
+    """The plans compiled for ``graph`` that can still be asked for (released ones pruned)."""
+    entry = getattr(graph, "_backend_plans", None)
+    if entry is None:  # ({(backend, output ids): Plan}, [graph.collections when last pruned])
+        entry = graph._backend_plans = ({}, [graph.collections])  # type: ignore[attr-defined]
+    plans, seen = entry
+    if seen[0] != graph.collections:  # the graph released nodes since: drop their plans
+        released = graph.released
+        for key in [k for k in plans if any(i in released for i in k[1])]:
+            del plans[key]
+        seen[0] = graph.collections
+    return plans
+
+
 def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: A001
-    """Compile ``outputs`` into a Plan for ``backend`` (cached on the graph)."""
+    """Compile ``outputs`` into a Plan for ``backend`` (cached per graph and outputs)."""
     outputs = list(outputs)
     if not outputs:
         raise ValueError("nothing to run: pass at least one output Tensor")
@@ -76,12 +96,15 @@ def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: 
             raise TypeError(f"outputs must be Tensors, got {type(t).__name__}")
         if t.graph is not graph:
             raise ValueError("all outputs must belong to one graph")
+        if t.node_id in graph.released:  # only a Tensor re-made from a bare id can get here
+            raise ReleasedError(f"{t!r} was released by graph.collect(): no live Tensor reached it")
     module = get_backend(backend)
+    plans = cached_plans(graph)
     key = (module.NAME, tuple(t.node_id for t in outputs))
-    plan = graph._plan_cache.get(key)
+    plan = plans.get(key)
     if plan is None:
         plan = module.compile(graph, [t.node_id for t in outputs])
-        graph._plan_cache[key] = plan
+        plans[key] = plan
     return plan
 
 

@@ -22,8 +22,10 @@ __all__ = ["Module", "Sequential"]
 class Module:
     """Base class for layers. Subclasses create parameters in ``__init__`` and build in ``forward``.
 
-    Names are hierarchical ("mlp.0.weight"); a name already used in the graph is an error,
-    so saved weights always map back to exactly one parameter.
+    Names are hierarchical ("mlp.0.weight"), so saved weights map back to exactly one
+    parameter. In an explicit ``with at.Graph()`` a name already used is an error naming both
+    lines; in the default graph (a notebook's) re-building a layer replaces the old one
+    (see ``Graph``): re-running a cell never fails on its own names.
 
     There is no ``train()`` / ``eval()`` switch: a module only builds nodes. Training versus
     evaluation is decided when the graph RUNS — ``Trainer.fit`` feeds fresh dropout masks,
@@ -42,8 +44,6 @@ class Module:
     def param(self, role: str, shape: tuple[int, ...], init: str, **init_args: Any) -> Tensor:
         """Create this module's parameter ``<name>.<role>`` with layer/role/init metadata."""
         full = f"{self.name}.{role}"
-        if full in self.graph._by_name:
-            raise ValueError(f"a parameter named {full!r} already exists in this graph; give the layer another name=")
         t = _parameter(full, shape, init=init, layer=self.name, role=role, layer_kind=self.kind, graph=self.graph,
                        **init_args)
         self._params[role] = t
@@ -115,12 +115,19 @@ class Sequential(Module):
 
 
 def _fresh_name(graph: Graph, base: str) -> str:
-    taken = {n.meta.get("layer") for n in graph.nodes if n.op in ("parameter", "input")}
-    counter = getattr(graph, "_module_counter", {})
-    graph._module_counter = counter  # type: ignore[attr-defined]
+    """``base``, or ``base_1``, ``base_2``...: the first one no layer of a bound name uses.
+
+    Only names the graph still binds count, so a notebook cell that is re-run (its old
+    names unbound, see ``Graph.begin_cell``) gets the same automatic names again.
+    """
+    taken: set[str] = set()
+    for i in graph._by_name.values():
+        layer = graph.nodes[i].meta.get("layer") or ""
+        parts = layer.split(".")
+        taken.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))  # "mlp.0" takes "mlp" too
+    k = 0
     while True:
-        k = counter.get(base, 0)
-        counter[base] = k + 1
         name = base if k == 0 else f"{base}_{k}"
         if name not in taken:
             return name
+        k += 1

@@ -58,6 +58,7 @@ class Trainer:
         self.param_tensors = [Tensor(g, n.id) for n in ancestors if n.op == "parameter"]
         if not self.param_tensors:
             raise ValueError("Trainer: the loss depends on no parameters; nothing to train")
+        _check_unique_names(self.param_tensors)
         self.random_inputs = [n for n in ancestors if n.op == "input" and "random" in n.meta]
         first = initial_values(self.param_tensors, seed=seed, overrides=initial)
         self._values: dict[int, np.ndarray] = {t.node_id: first[t.name].astype(self.dtype) for t in self.param_tensors}
@@ -243,6 +244,20 @@ class Trainer:
         for name, t in expected.items():
             self._values[t.node_id] = tensors[name].astype(self.dtype)
         self._upload_values = True
+
+
+def _check_unique_names(params: Sequence[Tensor]) -> None:
+    """Two parameters of one name would share initial values and one slot in a weights file."""
+    seen: dict[str, Tensor] = {}
+    for t in params:
+        first = seen.setdefault(t.name, t)
+        if first is not t:
+            raise ValueError(
+                f"Trainer: the loss depends on two parameters named {t.name!r}: #{first.node_id} made at "
+                f"{first.node.source} and #{t.node_id} made at {t.node.source}.\n"
+                f"  (In a notebook: a layer was re-built in one cell while a loss built from the old one "
+                f"is still in use.) Re-run the cell that builds the loss, or give the layers different names."
+            )
 
 
 def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[Any, Any]]:

@@ -161,8 +161,7 @@ def constant(value: Any, name: str | None = None, graph: Graph | None = None, so
     if name is None:
         name = _short(arr)
     g = graph or default_graph()
-    node = g.add_node("constant", (), {}, arr.shape, kind, name=name, source=source)
-    g.constants[node.id] = arr
+    node = g.add_node("constant", (), {}, arr.shape, kind, name=name, source=source, value=arr)
     return Tensor(g, node.id)
 
 

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from .. import graph as _graph_module
 from ..graph import Graph, default_graph, user_source
 from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
@@ -102,6 +103,7 @@ class OpSpec:
 
 #: name -> OpSpec for every op asgteach knows. Filled by the op family modules.
 REGISTRY: dict[str, OpSpec] = {}
+_graph_module.registered_ops = REGISTRY  # Graph.from_json checks op names against it
 
 
 def register(spec: OpSpec) -> OpSpec:
@@ -146,6 +148,11 @@ def patched(name: str, **changes: Any) -> Iterator[OpSpec]:
 def _graph_of(args: Sequence[Any]) -> Graph:
     graphs = {id(a.graph): a.graph for a in args if isinstance(a, Tensor)}
     if len(graphs) > 1:
+        if any(getattr(g, "retired", False) for g in graphs.values()):
+            raise ValueError(
+                "these tensors live in different graphs: some were made before at.reset(), which started "
+                "a fresh default graph; re-run the cells that made them"
+            )
         raise ValueError(
             "these tensors live in different graphs; build one computation inside one "
             "`with at.Graph():` block"
