@@ -238,3 +238,15 @@ def test_ipython_shows_one_short_paragraph() -> None:
         assert "During handling" not in text and "/numpy/" not in text, text  # no chained or numpy frames
         library_frames = [ln for ln in text.splitlines() if ln.startswith("File ") and "asgteach" in ln]
         assert len(library_frames) <= 3, text
+
+
+def test_concat_takes_one_axis_and_shape_ops_name_themselves() -> None:
+    x = at.input("x", (2, 3))
+    with pytest.raises(at.ShapeError, match=r"concat: takes one axis") as err:
+        at.concat([x, x], axis=(0, 1))
+    assert "test_build_errors.py:" in str(err.value)
+    assert at.concat([x, x], axis=np.int64(-1)).shape == (2, 6)
+    for call, op in ((lambda: at.reshape(None, (3,)), "reshape"), (lambda: at.transpose("ab"), "transpose"),
+                     (lambda: at.broadcast_to(None, (2,)), "broadcast_to")):
+        with pytest.raises(TypeError, match=rf"^{op}: input 0 is"):
+            call()

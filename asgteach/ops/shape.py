@@ -15,15 +15,15 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..graph import user_source
-from ..shapes import ShapeError, broadcast_shapes, normalize_axes
+from ..shapes import ShapeError, broadcast_shapes, single_axis
 from ..tensor import Tensor
 from .registry import OpSpec, VjpContext, apply, as_tensor, register
 
 __all__ = ["reshape", "broadcast_to", "sum_to", "getitem", "concat", "transpose"]
 
 
-def _as(x: Any) -> Tensor:
-    return as_tensor(x)
+def _as(x: Any, op: str) -> Tensor:
+    return as_tensor(x, op=op, index=0, source=user_source())
 
 
 # --- reshape ---------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def _resolve_shape(n: int, shape: Sequence[int], source: str, in_shape: tuple) -
 
 def reshape(x: Any, shape: Sequence[int] | int) -> Tensor:
     """Same elements in row-major order, new shape; one ``-1`` is inferred (``x`` itself if unchanged)."""
-    x = _as(x)
+    x = _as(x, "reshape")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     shape = _resolve_shape(x.size, shape, user_source(), x.shape)
     return x if shape == x.shape else apply("reshape", x, shape=shape)
@@ -83,7 +83,7 @@ register(OpSpec(
 
 def transpose(x: Any, axes: Sequence[int] | None = None) -> Tensor:
     """Permute axes like ``np.transpose``; ``axes=None`` reverses them."""
-    x = _as(x)
+    x = _as(x, "transpose")
     if axes is None:
         axes = tuple(range(x.ndim))[::-1]
     axes = tuple(int(a) for a in axes)
@@ -165,7 +165,7 @@ register(OpSpec(
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
     """Repeat ``x`` to ``shape`` like ``np.broadcast_to`` (returns ``x`` when already that shape)."""
-    x = _as(x)
+    x = _as(x, "broadcast_to")
     shape = tuple(int(d) for d in shape)
     return x if x.shape == shape else apply("broadcast_to", x, shape=shape)
 
@@ -176,7 +176,7 @@ def sum_to(x: Any, shape: Sequence[int]) -> Tensor:
     Every binary op's backward rule ends with this: if an operand was broadcast, its
     gradient is the sum of the gradients of all the copies.
     """
-    x = _as(x)
+    x = _as(x, "sum_to")
     shape = tuple(int(d) for d in shape)
     return x if x.shape == shape else apply("sum_to", x, shape=shape)
 
@@ -250,7 +250,7 @@ register(OpSpec(
 
 def getitem(x: Any, index: Any) -> Tensor:
     """``x[index]`` with ints, slices (steps too, negative too), ``None`` and ``...``."""
-    x = _as(x)
+    x = _as(x, "getitem")
     return apply("getitem", x, index=_encode_index(index, x.shape, user_source()))
 
 
@@ -287,8 +287,8 @@ register(OpSpec(
 
 def concat(xs: Sequence[Any], axis: int = 0) -> Tensor:
     """Join tensors along ``axis`` (``np.concatenate``)."""
-    xs = [_as(x) for x in xs]
+    xs = [_as(x, "concat") for x in xs]
     if not xs:
         raise ValueError("concat needs at least one tensor")
-    (axis,) = normalize_axes("concat", axis, xs[0].ndim, user_source(), xs[0].shape)
+    axis = single_axis("concat", axis, xs[0].ndim, user_source(), xs[0].shape)
     return apply("concat", *xs, axis=axis)
