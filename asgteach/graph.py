@@ -406,6 +406,41 @@ class Graph:
 
         return notebook_bundle(self, include, exclude)
 
+    def __str__(self) -> str:
+        """``print(graph)``: one line per node, like a jaxpr (see :meth:`listing`)."""
+        return self.listing()
+
+    def listing(self, ids: Any = None) -> str:
+        """The graph as a program, one line per node, in order (= a topological order)::
+
+            %3 = matmul %0 %1  (4, 2) float  # model.py:12
+            %9 = mul %8 %1  (4, 3) float  backward of %3  # model.py:14
+
+        ``%k`` is node ``k``; leaves show their name, other nodes their inputs and attributes;
+        ``ids`` limits the listing to those nodes (e.g. ``graph.ancestors([y.node_id])``).
+        """
+        ids = range(len(self.nodes)) if ids is None else sorted(ids)
+        lines = [repr(self)]
+        for i in ids:
+            n = self.nodes[i]
+            if not n.inputs:
+                args = repr(n.name)
+            else:
+                args = " ".join(f"%{j}" for j in n.inputs)
+                if n.name != n.op:
+                    args += f"  '{n.name}'"
+            attrs = "".join(f" {k}={_short_attr(v)}" for k, v in n.attrs.items())
+            notes = []
+            if n.phase == "backward":
+                of = n.meta.get("vjp_of", n.meta.get("grad_of"))
+                notes.append(f"backward of %{of}" if isinstance(of, int) else "backward")
+            if i in self.released:
+                notes.append("released")
+            note = "  " + ", ".join(notes) if notes else ""
+            where = os.path.basename(n.source.rsplit(":", 1)[0]) + ":" + n.source.rsplit(":", 1)[-1]
+            lines.append(f"  %{i} = {n.op} {args}{attrs}  {n.shape} {n.dtype}{note}  # {where}")
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         fwd = sum(1 for n in self.nodes if n.phase == "forward")
         return f"<Graph {self.name!r}: {len(self.nodes)} nodes ({fwd} forward, {len(self.nodes) - fwd} backward)>"
@@ -465,6 +500,12 @@ class Graph:
         g.passes = list(doc.get("passes", []))
         g.rebind = False
         return g
+
+
+def _short_attr(value: Any) -> str:
+    """An attribute as it reads in a listing: compact, and never a wall of numbers."""
+    text = repr(tuple(value) if isinstance(value, list) else value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _at(source: str) -> str:

@@ -202,3 +202,20 @@ def test_constant_nodes_hold_the_kind_not_a_numpy_dtype() -> None:
     assert b.dtype == "float"
     assert y.dtype == "float"
     assert all(type(n.dtype) is str for n in g.nodes)
+
+
+def test_print_graph_is_a_listing_one_line_per_node() -> None:
+    with at.Graph("listing") as g:
+        x = at.input("x", (4, 3))
+        w = at.parameter("w", (3, 2))
+        y = at.sum(x @ w, axis=1)
+        (dw,) = at.grad(at.mean(y), [w])
+    lines = str(g).splitlines()
+    assert lines[0] == repr(g) and len(lines) == len(g.nodes) + 1
+    assert lines[1].startswith("  %0 = input 'x'  (4, 3) float  # test_graph.py:")
+    assert lines[3].startswith("  %2 = matmul %0 %1  (4, 2) float  # test_graph.py:")
+    assert "%3 = sum %2 axis=(1,) keepdims=False  (4,) float" in lines[4]
+    last = lines[-1]
+    assert last.startswith(f"  %{dw.node_id} = matmul ") and "backward of %2" in last
+    only = g.listing(g.ancestors([y.node_id])).splitlines()
+    assert len(only) == 1 + 4   # header + x, w, matmul, sum
