@@ -222,11 +222,7 @@ def jvp(
     """
     ys_list, single = _as_list(ys)
     xs_list, _ = _as_list(xs)
-    tangents_list = [tangents] if single and not isinstance(tangents, (list, tuple)) else list(tangents)
-    if isinstance(xs, Tensor) and not isinstance(tangents, (list, tuple)):
-        tangents_list = [tangents]
-    if len(tangents_list) != len(xs_list):
-        raise ValueError(f"jvp: {len(xs_list)} inputs but {len(tangents_list)} tangents")
+    tangents_list = _tangents_for(xs_list, tangents)
     graph = _graph_of([*ys_list, *xs_list])
     source = user_source()
     tan: dict[int, Tensor] = {}
@@ -274,6 +270,36 @@ def jvp(
             with graph.phase("backward", mode="jvp"):
                 results.append(_shape.broadcast_to(constant(0.0, graph=graph, source=source), y.shape))
     return results[0] if single else results
+
+
+def _tangents_for(xs: list[Tensor], tangents: Any) -> list[Any]:
+    """One tangent per x. How many tangents there are depends on the *xs*, never on the ys.
+
+    With one x, a bare tangent (a Tensor, an array, a number, or a nested list of numbers of
+    x's shape) is that x's tangent, whether ``xs`` was ``x`` or ``[x]`` and whatever the ys:
+    ``jvp(y, x, v)``, ``jvp([y1, y2], [x], v)`` and ``jvp(y, [x], [v])`` mean the same. A list
+    of Tensors or arrays is a list of tangents, one per x, as it is for several xs.
+    """
+    def is_tangent_object(t: Any) -> bool:
+        return isinstance(t, (Tensor, np.ndarray))
+
+    if not isinstance(tangents, (list, tuple)):
+        if len(xs) == 1:
+            return [tangents]
+        if isinstance(tangents, Tensor) or np.ndim(tangents) == 0:
+            raise ValueError(f"jvp: {len(xs)} inputs need a list of {len(xs)} tangents (one per input), got one "
+                             f"{type(tangents).__name__}")
+        out = list(tangents)  # an array stacked along its first axis: one slice per x
+    elif len(xs) == 1 and not all(is_tangent_object(t) for t in tangents):
+        # numbers: either the tangent itself written as a list, or [tangent] wrapped
+        if np.shape(tangents) == xs[0].shape or len(tangents) != 1:
+            return [tangents]
+        out = list(tangents)
+    else:
+        out = list(tangents)
+    if len(out) != len(xs):
+        raise ValueError(f"jvp: {len(xs)} inputs but {len(out)} tangents (give one tangent per input, in order)")
+    return out
 
 
 def _jvp_from_vjp(graph: Graph, node_id: int, ctx: VjpContext, tangents: list[Tensor | None]) -> Tensor:

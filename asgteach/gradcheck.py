@@ -11,6 +11,13 @@ found (RustyASG's author found his ``div`` bug this way).
 wrong": it re-checks every node's backward rule *on its own*, with that node's actual
 input values, and names the node(s) whose rule is wrong.
 
+A finite difference can also be wrong *honestly*: at a kink (relu at 0, abs at 0, a tie in
+max) the function has no derivative, the central difference averages the slopes on the two
+sides, and any backward rule must pick one of them. When a check fails, ``gradcheck`` looks
+at how every node's output changes along the step it took and, where the slope jumps inside
+that step, says so ("x[0] is at a non-differentiable point of relu") instead of blaming
+relu's backward rule. The test needs no list of ops: it watches the op's own kernel.
+
 Defaults follow PyTorch's ``torch.autograd.gradcheck``: eps 1e-6, atol 1e-5, rtol 1e-3,
 float64, the full Jacobian (``fast=True``: a few random directions instead).
 """
@@ -32,7 +39,7 @@ from .ops.leaves import input as _input
 from .ops.registry import apply, spec
 from .tensor import Tensor
 
-__all__ = ["gradcheck", "GradcheckReport", "InputCheck", "NodeCheck"]
+__all__ = ["gradcheck", "GradcheckReport", "InputCheck", "NodeCheck", "KinkNote"]
 
 
 @dataclass
@@ -69,6 +76,40 @@ class NodeCheck:
 
 
 @dataclass
+class KinkNote:
+    """A node whose op is not differentiable somewhere inside the finite-difference step.
+
+    ``where`` names what was moved (``"x[0]"``, a few such elements, or ``"x"`` for the random
+    direction of fast mode). ``left`` and ``right`` are the one-sided slopes of the node's
+    output (its element whose slope changes most) along that move, per unit of the moved
+    value; ``jump`` is how far the output leaps across the step when the op is not even
+    continuous there (``greater``, ``sign``), else 0.
+    """
+
+    node_id: int
+    op: str
+    name: str
+    source: str
+    where: str
+    left: float
+    right: float
+    jump: float = 0.0
+    count: int = 1  # how many elements ``where`` names
+
+    def __str__(self) -> str:
+        verb = "are" if self.count > 1 else "is"
+        head = (f"{self.where} {verb} at a non-differentiable point of {self.op} (node #{self.node_id} "
+                f"'{self.name}', created at {self.source}): ")
+        if self.jump:
+            what = (f"within ±eps the output of {self.op} jumps by {self.jump:.4g}, so the central difference "
+                    f"measures the jump, not a slope")
+        else:
+            what = (f"within ±eps the slope of {self.op}'s output jumps from {self.left:.4g} to {self.right:.4g}; "
+                    f"the central difference averages the two sides while the backward rule picks one")
+        return head + what + ". This is not a wrong backward rule: check at a point away from it"
+
+
+@dataclass
 class GradcheckReport:
     """What ``gradcheck`` found. ``ok`` is the verdict; ``culprits`` names wrong rules."""
 
@@ -80,6 +121,8 @@ class GradcheckReport:
     atol: float
     rtol: float
     _probe: Any = field(default=None, repr=False)
+    #: nodes whose op has a kink inside the finite-difference step (see :class:`KinkNote`)
+    kinks: list[KinkNote] = field(default_factory=list)
 
     @property
     def worst(self) -> InputCheck:
@@ -95,10 +138,13 @@ class GradcheckReport:
                          f"{c.max_abs_err:.3g} (rel {c.max_rel_err:.3g});{at} numerical {c.numerical:.6g} "
                          f"vs analytical {c.analytical:.6g}")
         if not self.ok:
+            if self.kinks:
+                lines.append("  the finite difference straddles a kink:")
+                lines.extend(f"    {k}" for k in self.kinks)
             if self.culprits:
                 lines.append("  the backward rule that is wrong:")
                 lines.extend(f"    {c}" for c in self.culprits)
-            else:
+            elif not self.kinks:
                 lines.append("  every node's own rule checks out locally; look at how gradients are combined "
                              "(accumulation at fan-out) or at kinks (relu/abs/max at exactly 0 or a tie)")
         return "\n".join(lines)
@@ -116,12 +162,14 @@ class GradcheckReport:
             for c in self.inputs
         )
         culprits = "".join(f"<li>{html.escape(str(c))}</li>" for c in self.culprits)
+        kinks = "".join(f"<li>{html.escape(str(k))}</li>" for k in self.kinks)
         return (
             f"<div class='asgteach-gradcheck'><b style='color:{colour}'>gradcheck "
             f"{'passed' if self.ok else 'FAILED'}</b> <small>({self.mode}, eps={self.eps:g}, atol={self.atol:g}, "
             f"rtol={self.rtol:g}, float64)</small><table><tr><th>input</th><th>shape</th><th>verdict</th>"
             f"<th>max abs err</th><th>max rel err</th><th>worst element</th><th>numerical</th>"
             f"<th>analytical</th></tr>{rows}</table>"
+            + (f"<p>At a kink (not a wrong rule):</p><ul>{kinks}</ul>" if kinks else "")
             + (f"<p>Wrong backward rule:</p><ul>{culprits}</ul>" if culprits else "") + "</div>"
         )
 
@@ -166,6 +214,7 @@ class _Checker:
                     raise ValueError(f"gradcheck differentiates with respect to fed values; {x.node.describe()} "
                                      f"is computed, not fed")
                 raise ValueError(f"gradcheck needs a value for {x.op} '{x.name}' in feeds")
+        self._all_plan: Any = None  # every node's value at once: built on first use (failed checks only)
         rng = np.random.default_rng(12345)
         self._direction = [rng.standard_normal(x.shape) for x in self.xs]
         self._out_dir = rng.standard_normal(self.y.shape)
@@ -283,8 +332,13 @@ def gradcheck(
             results.append(_compare(xs_list[k].name, x.shape, np.array(nums), np.array(anas), atol, rtol, False, ()))
     bar.close()
     ok = all(r.ok for r in results)
-    culprits = [] if ok or not locate else _locate(checker, eps, atol, rtol)
-    return GradcheckReport(ok, results, culprits, "fast" if fast else "full", eps, atol, rtol, _probe=checker)
+    culprits: list[NodeCheck] = []
+    kinks: list[KinkNote] = []
+    if not ok and locate:
+        culprits = _locate(checker, eps, atol, rtol)
+        kinks = _straddled_kinks(checker, results, eps, atol)
+    return GradcheckReport(ok, results, culprits, "fast" if fast else "full", eps, atol, rtol, _probe=checker,
+                           kinks=kinks)
 
 
 #: ``gradcheck(progress=None)`` shows a bar only for checks with more graph runs than this.
@@ -305,24 +359,25 @@ def _progress_bar(total: int, progress: bool | None) -> Any:
 def _locate(checker: _Checker, eps: float, atol: float, rtol: float) -> list[NodeCheck]:
     """Check every op node's own backward rule at its actual inputs; return those that fail."""
     graph = checker.graph
-    nodes = [graph.nodes[i] for i in graph.ancestors([checker.y.node_id]) if not spec(graph.nodes[i].op).leaf]
-    values = _compile([Tensor(graph, n.id) for n in nodes]).run(checker.feeds, dtype=np.float64, on_nan="ignore")
-    value_of = {n.id: v for n, v in zip(nodes, values)}
-    for leaf_id, v in checker.feeds.items():
-        value_of[leaf_id] = v
-    for nid, v in graph.constants.items():
-        value_of[nid] = v.astype(np.float64) if v.dtype.kind == "f" else v
+    nodes = _op_nodes(checker)
+    value_of = _node_values(checker, checker.feeds)
     culprits: list[NodeCheck] = []
     rng = np.random.default_rng(7)
+    # only the rules the checked gradient went through: an input that depends on no x (the
+    # constant 2 of x**2) got no gradient, so its rule (d/db a^b, NaN for a < 0) is not in question
+    from_x = {x.node_id for x in checker.xs}
+    for node in sorted(nodes, key=lambda n: n.id):
+        if any(i in from_x for i in node.inputs):
+            from_x.add(node.id)
     for node in nodes:
         op = spec(node.op)
         if op.not_differentiable or op.zero_gradient:
             continue
         args = [value_of[i] for i in node.inputs]
         for k, arg in enumerate(args):
-            if not op.differentiable_input(k) or arg.dtype.kind != "f":
+            if not op.differentiable_input(k) or arg.dtype.kind != "f" or node.inputs[k] not in from_x:
                 continue
-            err = _local_error(node.op, node.attrs, args, k, eps, rng)
+            err = _local_error(node.op, node.attrs, args, k, eps, rng, atol, rtol)
             scale = atol + rtol * err[1]
             if not np.isfinite(err[0]) or err[0] > scale:
                 original = graph.nodes[node.id].meta.get("copied_from", node.id)
@@ -331,7 +386,7 @@ def _locate(checker: _Checker, eps: float, atol: float, rtol: float) -> list[Nod
 
 
 def _local_error(op_name: str, attrs: dict, args: list[np.ndarray], k: int, eps: float,
-                 rng: np.random.Generator) -> tuple[float, float]:
+                 rng: np.random.Generator, atol: float = 1e-5, rtol: float = 1e-3) -> tuple[float, float]:
     """(|analytical - numerical|, |numerical|) of u^T J_k v for one op alone, at ``args``."""
     g = Graph("local check")
     with g:
@@ -341,17 +396,162 @@ def _local_error(op_name: str, attrs: dict, args: list[np.ndarray], k: int, eps:
         (dk,) = grad(out, [ins[k]], seed=seed)
     f = _compile([out])
     b = _compile([dk])
+    base = {t.node_id: a for t, a in zip(ins, args)}
+
+    def along(v: np.ndarray, t: float) -> np.ndarray:
+        return np.asarray(f.run({**base, ins[k].node_id: args[k] + t * v}, dtype=np.float64, on_nan="ignore")[0])
+
     worst = (0.0, 0.0)
     for _ in range(2):
         u = rng.standard_normal(out.shape)
         v = rng.standard_normal(args[k].shape)
-        base = {t.node_id: a for t, a in zip(ins, args)}
-        plus = {**base, ins[k].node_id: args[k] + eps * v}
-        minus = {**base, ins[k].node_id: args[k] - eps * v}
-        num = float(np.sum(u * (f.run(plus, dtype=np.float64, on_nan="ignore")[0]
-                                - f.run(minus, dtype=np.float64, on_nan="ignore")[0]))) / (2 * eps)
-        ana = float(np.sum(b.run({**base, seed.node_id: u}, dtype=np.float64, on_nan="ignore")[0] * v))
+        num_out = (along(v, eps) - along(v, -eps)) / (2 * eps)
+        ana_in = b.run({**base, seed.node_id: u}, dtype=np.float64, on_nan="ignore")[0]
+        num, ana = float(np.sum(u * num_out)), float(np.sum(ana_in * v))
         err = abs(ana - num)
+        if not err <= atol + rtol * abs(num):
+            # Before blaming the rule: is the op's output kinked inside the step? Those output
+            # elements have no derivative to compare with; judge the rule on the others only.
+            kinked = _kinks_along([along(v, eps * t) for t in _GRID], eps)[0]
+            if kinked.any():
+                u = np.where(kinked.reshape(np.shape(u)), 0.0, u)
+                ana_in = b.run({**base, seed.node_id: u}, dtype=np.float64, on_nan="ignore")[0]
+                num, ana = float(np.sum(u * num_out)), float(np.sum(ana_in * v))
+                err = abs(ana - num)
         if not err <= worst[0]:
             worst = (err, abs(num))
     return worst
+
+
+# --- kinks: where a finite difference cannot be trusted ---------------------------------------
+#: points of the step [-eps, +eps] (in units of eps) at which a kink search evaluates the kernel
+_GRID = np.linspace(-1.0, 1.0, 9)
+
+
+def _kinks_along(outs: list[np.ndarray], eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Which output elements bend (or leap) along a step, given the outputs at the ``_GRID`` points.
+
+    Between neighbouring points the slope is measured (8 slopes). A smooth function's slope
+    changes a little and evenly from one piece to the next (by its curvature times the piece);
+    at a kink it changes *suddenly*, in one piece, by the size of the corner. So an element is
+    kinked when its largest slope change is far above its typical one and above round-off.
+    A kink keeps every slope between the two one-sided ones; a *jump* (a discontinuity) shows
+    as one piece far steeper than both ends.
+
+    Returns (kinked, left slope, right slope, jump), each of the output's shape; slopes are per
+    unit of the moved value (the step is ``eps``), ``jump`` is the leap of a discontinuity or 0.
+    """
+    f = np.stack([np.asarray(o, dtype=np.float64).reshape(-1) for o in outs])  # (points, outputs)
+    h = (_GRID[1] - _GRID[0]) * eps
+    with np.errstate(invalid="ignore", over="ignore"):
+        slopes = np.diff(f, axis=0) / h                       # (pieces, outputs)
+        change = np.abs(np.diff(slopes, axis=0))              # (pieces - 1, outputs)
+        biggest = change.max(axis=0)
+        typical = np.median(change, axis=0)
+        ends = np.maximum(np.abs(slopes[0]), np.abs(slopes[-1]))
+        # what round-off alone does to a slope: a few ulps of f, divided by the piece ...
+        noise = 64 * np.finfo(np.float64).eps * (1.0 + np.abs(f).max(axis=0)) / h
+        # ... and a corner too small to matter (below atol-size it cannot explain a failed check)
+        floor = 1e-5 * (1.0 + ends)
+        kinked = np.isfinite(biggest) & (biggest > 10 * typical + noise) & (biggest > floor)
+        leaps = kinked & (np.abs(slopes).max(axis=0) > 4 * ends + floor)
+        jump = np.where(leaps, f[-1] - f[0], 0.0)
+    shape = np.shape(outs[0])
+    return kinked.reshape(shape), slopes[0].reshape(shape), slopes[-1].reshape(shape), jump.reshape(shape)
+
+
+def _op_nodes(checker: _Checker) -> list:
+    graph = checker.graph
+    return [graph.nodes[i] for i in graph.ancestors([checker.y.node_id]) if not spec(graph.nodes[i].op).leaf]
+
+
+def _node_values(checker: _Checker, feeds: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+    """Every value of the checked graph at ``feeds``: op nodes, leaves and constants, float64."""
+    graph = checker.graph
+    nodes = _op_nodes(checker)
+    if checker._all_plan is None:
+        checker._all_plan = _compile([Tensor(graph, n.id) for n in nodes])
+    values = checker._all_plan.run(feeds, dtype=np.float64, on_nan="ignore")
+    value_of = {n.id: v for n, v in zip(nodes, values)}
+    for leaf_id, v in feeds.items():
+        value_of[leaf_id] = v
+    for nid, v in graph.constants.items():
+        value_of[nid] = v.astype(np.float64) if v.dtype.kind == "f" else v
+    return value_of
+
+
+#: at most this many failing elements of each input are searched for kinks
+KINK_SEARCH_ELEMENTS = 8
+
+
+def _straddled_kinks(checker: _Checker, results: list[InputCheck], eps: float, atol: float) -> list[KinkNote]:
+    """Nodes whose op has a kink inside the finite-difference steps of the failing elements.
+
+    For a failing element x[i], gradcheck evaluated y at x +- eps e_i. Every node's inputs
+    moved with it, from ``a-`` to ``a+``. Walk each node's own kernel along that segment
+    (``_GRID``) and look for a sudden change of slope (``_kinks_along``). Nothing here knows
+    relu or abs: a kink is whatever the kernel does. In fast mode the step is the random
+    direction gradcheck used, so the note names the whole input.
+    """
+    found: dict[int, list[tuple[str, KinkNote]]] = {}
+    nodes = [n for n in _op_nodes(checker) if not spec(n.op).not_differentiable and n.dtype == "float"]
+    base = _node_values(checker, checker.feeds)
+    for k, check in enumerate(results):
+        if check.ok:
+            continue
+        x = checker.xs[k]
+        steps: list[tuple[str, np.ndarray]] = []
+        if check.numerical_jacobian is not None and check.analytical_jacobian is not None:
+            bad = ~(np.abs(check.analytical_jacobian - check.numerical_jacobian) <= atol)  # NaN counts as bad
+            for i in np.flatnonzero(bad.any(axis=0))[:KINK_SEARCH_ELEMENTS]:
+                index = tuple(int(j) for j in np.unravel_index(int(i), x.shape)) if x.shape else ()
+                delta = np.zeros(x.shape)
+                delta[index] = eps
+                steps.append((f"{check.name}{list(index)}" if x.shape else check.name, delta))
+        else:
+            steps.append((check.name, eps * checker._direction[k]))
+        for where, delta in steps:
+            plus = _node_values(checker, checker.shifted(k, delta))
+            minus = _node_values(checker, checker.shifted(k, -delta))
+            for node in nodes:
+                note = _kink_at(node, base, plus, minus, eps, where)
+                if note is not None:
+                    found.setdefault(node.id, []).append((where, note))
+    notes = []
+    for hits in found.values():  # one note per node, naming every element that reached its kink
+        names = [w for w, _ in hits]
+        note = hits[0][1]
+        if len(names) > 3:
+            note.where = ", ".join(names[:3]) + f" and {len(names) - 3} more"
+        elif len(names) > 1:
+            note.where = ", ".join(names[:-1]) + " and " + names[-1]
+        note.count = len(names)
+        notes.append(note)
+    return notes
+
+
+def _kink_at(node: Any, base: dict, plus: dict, minus: dict, eps: float, where: str) -> KinkNote | None:
+    """A KinkNote if ``node``'s kernel bends inside the segment its inputs travelled, else None.
+
+    Inputs that take no gradient (``where``'s condition) are decisions made upstream: they
+    stay put here, and the op that made the decision (``greater``) is examined itself.
+    """
+    op = spec(node.op)
+    moved = {i for k, i in enumerate(node.inputs)
+             if np.asarray(base[i]).dtype.kind == "f" and (op.zero_gradient or op.differentiable_input(k))
+             and not np.array_equal(plus[i], minus[i])}
+    if not moved:
+        return None
+
+    def at(t: float) -> np.ndarray:
+        args = [base[i] + t * (plus[i] - minus[i]) / 2 if i in moved else base[i] for i in node.inputs]
+        return op.numpy(*args, **node.attrs)
+
+    with np.errstate(all="ignore"):
+        outs = [at(float(t)) for t in _GRID]
+    kinked, left, right, jump = (a.reshape(-1) for a in _kinks_along(outs, eps))
+    if not kinked.any():
+        return None
+    j = int(np.argmax(np.where(kinked, np.abs(right - left) + np.abs(jump), -1.0)))
+    original = node.meta.get("copied_from", node.id)
+    return KinkNote(original, node.op, node.name, node.source, where, float(left[j]), float(right[j]), float(jump[j]))

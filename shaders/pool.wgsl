@@ -11,7 +11,7 @@
 //
 //   max_pool2d         y[i,j]  = x at the winner of window (i, j)
 //   max_pool2d_grad    dx[h,w] = sum of g[i,j] over the windows whose winner is (h, w)
-//   max_pool2d_gather  y[i,j]  = u at the winner of window (i, j) (0 if it is padding)
+//   max_pool2d_gather  y[i,j]  = u at the winner of window (i, j) (always a real element)
 //   avg_pool2d         y[i,j]  = sum of the window / (KH*KW)   (padding counts as 0, and counts)
 //   avg_pool2d_grad    dx[h,w] = sum of g[i,j] / (KH*KW) over the windows that cover (h, w)
 //
@@ -33,15 +33,20 @@ fn xval(plane: u32, h: i32, w: i32, fill: f32) -> f32 {
     return in0[(plane * pu(3u) + u32(h)) * pu(4u) + u32(w)];
 }
 
-// The winner of window (i, j) of image plane `plane`: (h, w) in input coordinates (may
-// lie in the padding) and the value there.
+// The winner of window (i, j) of image plane `plane`: (h, w) in input coordinates and
+// the value there. The search starts at the window's first REAL element (padding is at
+// most half the kernel, so there is one), as PyTorch's does: a padding -inf never beats
+// it, so a window whose real elements are all -inf sends its gradient to a real element
+// rather than into the padding, where it would be lost.
 struct Win { h: i32, w: i32, v: f32 }
 
 fn winner(plane: u32, i: u32, j: u32) -> Win {
     let NEG_INF = -bitcast<f32>(0x7f800000u);
     let h0 = i32(i) * ip(9u) - ip(11u);
     let w0 = i32(j) * ip(10u) - ip(12u);
-    var best = Win(h0, w0, xval(plane, h0, w0, NEG_INF));
+    let hr = max(h0, 0);
+    let wr = max(w0, 0);
+    var best = Win(hr, wr, xval(plane, hr, wr, NEG_INF));
     for (var a = 0; a < ip(7u); a++) {
         for (var b = 0; b < ip(8u); b++) {
             let v = xval(plane, h0 + a, w0 + b, NEG_INF);

@@ -23,6 +23,7 @@ toward the average, PyTorch's ``count_include_pad=True``).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -72,11 +73,20 @@ def _tap(a: int, b: int, oh: int, ow: int, s: Pair, d: Pair) -> tuple[slice, sli
             slice(b * d[1], b * d[1] + s[1] * (ow - 1) + 1, s[1]))
 
 
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else [1]
+
+
 # --- conv2d and its two gradient ops ---------------------------------------------------------------
 def _conv_infer(x: tuple, w: tuple, stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
                 groups: int = 1, **_: Any) -> tuple:
     if len(x) != 4 or len(w) != 4:
         raise ShapeError("conv2d", "conv2d needs x of shape (N, C, H, W) and w of shape (O, C/groups, KH, KW)", [x, w])
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        # groups splits the channels into that many independent convolutions: 0 or -1 groups mean nothing
+        raise ShapeError("conv2d", f"groups must be a positive integer that divides both the input channels "
+                                   f"({x[1]}) and the output channels ({w[0]}); got groups={groups!r}", [x, w],
+                         hint=f"use one of {_divisors(math.gcd(x[1], w[0]))} (groups=1 is an ordinary convolution)")
     if x[1] % groups or w[0] % groups:
         raise ShapeError("conv2d", f"in channels ({x[1]}) and out channels ({w[0]}) must divide by groups={groups}",
                          [x, w])
@@ -177,6 +187,8 @@ register(OpSpec(
 def conv2d(x: Any, w: Any, stride: int | Pair = 1, padding: int | Pair = 0, dilation: int | Pair = 1,
            groups: int = 1) -> Tensor:
     """2-D convolution like ``F.conv2d(x, w, stride=, padding=, dilation=, groups=)`` (no bias: add it)."""
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise ShapeError("conv2d", f"groups must be a positive integer, got {groups!r}", (), user_source())
     return apply("conv2d", x, w, stride=_pair("conv2d", "stride", stride, 1),
                  padding=_pair("conv2d", "padding", padding, 0), dilation=_pair("conv2d", "dilation", dilation, 1),
                  groups=int(groups))
@@ -199,9 +211,24 @@ def _pool_windows(x: np.ndarray, k: Pair, s: Pair, p: Pair, fill: float) -> tupl
 
 
 def _argmax_taps(x: np.ndarray, k: Pair, s: Pair, p: Pair) -> tuple[np.ndarray, int, int]:
+    """The winning tap (a * KW + b) of every window: its first maximum, as in PyTorch.
+
+    The padding counts as -inf, so it can never beat a real element; but when every real
+    element of a window is -inf too (a masked region), a plain argmax would pick the first
+    tap, which may lie in the padding: the gradient would go to a place that is cropped
+    away, and be lost. PyTorch starts each window's search at its first *real* element, so
+    such a window sends its gradient there. We do the same (and so does shaders/pool.wgsl).
+    """
     win, oh, ow = _pool_windows(x, k, s, p, -np.inf)
     flat = win.reshape(win.shape[:4] + (k[0] * k[1],))
-    return np.argmax(flat, axis=-1), oh, ow  # first maximum wins, as in PyTorch
+    idx = np.argmax(flat, axis=-1)  # first maximum wins (a NaN counts as the maximum)
+    if p != (0, 0) and idx.size:
+        # first real tap of window (i, j): row max(0, p - i s), column max(0, p - j s)
+        a0 = np.maximum(0, p[0] - np.arange(oh) * s[0])
+        b0 = np.maximum(0, p[1] - np.arange(ow) * s[1])
+        first_real = a0[:, None] * k[1] + b0[None, :]
+        idx = np.where(flat.max(axis=-1) == -np.inf, first_real, idx)
+    return idx, oh, ow
 
 
 def _max_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),

@@ -89,20 +89,40 @@ def _div_vjp(c: VjpContext, g: Tensor):
 
 
 def _pow_vjp(c: VjpContext, g: Tensor):
-    # out = a^b;  d/da = b * a^(b-1);  d/db = a^b * log(a)  (needs a > 0)
+    """out = a^b;  d/da = b a^(b-1);  d/db = a^b log(a).
+
+    The textbook formulas are right everywhere except at a = 0, where they multiply a zero
+    by an infinity and would hand back NaN for derivatives that are plainly 0:
+
+    * d/da a^0: a^0 is the constant 1, so the slope is 0. The formula gives 0 * 0^-1 = 0 * inf.
+      Fix: where b = 0 (and a = 0), use the exponent 0 instead of b - 1; then the term is
+      b * a^0 = 0 * 1 = 0, finite.
+    * d/db a^b at a = 0, b >= 0: 0^b is 0 (or 1 for b = 0) for every such b, so the slope
+      is 0. The formula gives 0 * log 0 = 0 * -inf. Fix: take log(1) = 0 there instead.
+
+    Both fixes replace the *input* of the dangerous op (the "double where" trick), not
+    only its output: a ``where`` after a NaN would still leak the NaN into the next
+    derivative (its backward rule multiplies the unused branch by 0, and 0 * NaN is NaN).
+    They use only graph ops (equal, greater, where), so this rule can be differentiated
+    again and runs on every backend.
+    """
     a, b = c.inputs
     da = db = None
     if c.needs[0]:
         if b.op == "constant":  # fold b - 1 now, so x**2 differentiates to g * 2 * x
             from .leaves import constant
 
-            folded = b.graph.constants[b.node_id] - 1
+            value = b.graph.constants[b.node_id]
+            # where b = 0 the coefficient b is 0: any finite power works, a^0 = 1 is the simplest
+            folded = np.where(value == 0, 0, value - 1)
             power = a if np.all(folded == 1) else pow(a, constant(folded, graph=b.graph))
         else:
-            power = pow(a, b - 1.0)
+            both_zero = equal(b, 0.0) * equal(a, 0.0)  # exactly where 0 * 0^-1 would appear
+            power = pow(a, b - 1.0 + both_zero)
         da = _sum_to(g * b * power, a)
     if c.needs[1]:
-        db = _sum_to(g * c.out * log(a), b)
+        base_zero = equal(a, 0.0) * (1.0 - greater(0.0, b))  # a = 0 and b >= 0: 0^b is constant in b
+        db = _sum_to(g * c.out * log(where(base_zero, 1.0, a)), b)
     return da, db
 
 
