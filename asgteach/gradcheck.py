@@ -38,6 +38,7 @@ from .graph import Graph
 from .ops.leaves import input as _input
 from .ops.registry import apply, spec
 from .tensor import Tensor
+from .usertext import NO_MATH, plain_text, user_text
 
 __all__ = ["gradcheck", "GradcheckReport", "InputCheck", "NodeCheck", "KinkNote"]
 
@@ -155,16 +156,16 @@ class GradcheckReport:
     def _repr_html_(self) -> str:
         colour = "#1a7f37" if self.ok else "#cf222e"
         rows = "".join(
-            f"<tr><td>{html.escape(c.name)}</td><td>{c.shape}</td><td style='color:{'#1a7f37' if c.ok else '#cf222e'}'>"
+            f"<tr><td>{user_text(c.name)}</td><td>{c.shape}</td><td style='color:{'#1a7f37' if c.ok else '#cf222e'}'>"
             f"{'ok' if c.ok else 'FAIL'}</td><td>{c.max_abs_err:.3g}</td><td>{c.max_rel_err:.3g}</td>"
             f"<td>{html.escape(str(list(c.worst_index)) if c.worst_index is not None else '-')}</td>"
             f"<td>{c.numerical:.6g}</td><td>{c.analytical:.6g}</td></tr>"
             for c in self.inputs
         )
-        culprits = "".join(f"<li>{html.escape(str(c))}</li>" for c in self.culprits)
-        kinks = "".join(f"<li>{html.escape(str(k))}</li>" for k in self.kinks)
+        culprits = "".join(f"<li>{plain_text(str(c))}</li>" for c in self.culprits)
+        kinks = "".join(f"<li>{plain_text(str(k))}</li>" for k in self.kinks)
         return (
-            f"<div class='asgteach-gradcheck'><b style='color:{colour}'>gradcheck "
+            f"<div class='asgteach-gradcheck {NO_MATH}'><b style='color:{colour}'>gradcheck "
             f"{'passed' if self.ok else 'FAILED'}</b> <small>({self.mode}, eps={self.eps:g}, atol={self.atol:g}, "
             f"rtol={self.rtol:g}, float64)</small><table><tr><th>input</th><th>shape</th><th>verdict</th>"
             f"<th>max abs err</th><th>max rel err</th><th>worst element</th><th>numerical</th>"

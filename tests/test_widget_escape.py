@@ -31,7 +31,7 @@ from asgteach.widgets import elements as E
 from asgteach.widgets.inspector import InspectorData, empty_html, group_html, node_html, prose
 from asgteach.widgets.static import static_html
 from asgteach.widgets.styles import legend_html
-from asgteach.widgets.text import NO_MATH, plain_text, user_text
+from asgteach.usertext import NO_MATH, plain_text, user_text
 
 HREF = r"$\href{javascript:alert(1)}{x}$"
 PAREN = r"\(x\)"
@@ -252,3 +252,13 @@ def test_gradcheck_figure_draws_hostile_names() -> None:
     fig = report.plot()
     FigureCanvasAgg(fig).print_png(io.BytesIO())  # mathtext would fail on \href
     assert HREF in fig.axes[0].get_title().replace("\\$", "$")
+
+
+def test_gradcheck_report_html_keeps_hostile_input_names_literal() -> None:
+    hostile = r"$\href{javascript:alert(1)}{x}$"
+    with at.Graph():
+        x = at.input(hostile, (3,))
+        y = at.sum(x * x)
+    page = at.gradcheck(y, [x], {x: np.array([0.5, -1.0, 2.0])})._repr_html_()
+    assert NO_MATH in page.split(">", 1)[0]          # the whole report is out of MathJax's reach
+    assert "$" not in page and "\\href" not in page and "&#36;" in page

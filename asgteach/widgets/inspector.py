@@ -9,7 +9,7 @@ backward rule worked out on this node's own numbers.
 
 Everything the user typed (node, parameter and layer names, op names of registered ops,
 source lines and files, attribute and metadata values) goes through
-:func:`~asgteach.widgets.text.user_text`: HTML-escaped AND kept out of MathJax, so a node
+:func:`~asgteach.usertext.user_text`: HTML-escaped AND kept out of MathJax, so a node
 called ``<img src=x onerror=alert(1)>`` or ``$\\href{javascript:alert(1)}{x}$`` is shown as
 text, never run or typeset. The only regions MathJax may typeset are our own formulas
 (``.asg-math``, ``.asg-step-math``), which come from the explanation tables, never from a name.
@@ -29,7 +29,7 @@ from ..graph import Graph, Node, source_line_text
 from .elements import category_of, group_path, shape_text
 from .i18n import t
 from .styles import category_label, colour
-from .text import NO_MATH, user_text
+from ..usertext import NO_MATH, user_text
 from .values import heatmap_img, stats
 
 __all__ = ["InspectorData", "explanation", "node_html", "group_html", "prose", "esc", "empty_html", "user_text"]

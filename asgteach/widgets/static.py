@@ -7,8 +7,8 @@ Hovering a node shows its op, name and shape (an SVG ``<title>``). No JavaScript
 
 Labels hold user text (names, layer names). JupyterLab typesets ``text/html`` outputs with
 MathJax, and an SVG ``<text>`` cannot hold a ``<span>``: every label goes through
-:func:`~asgteach.widgets.text.plain_text` (escaped, ``$`` and ``\\`` as references) and the whole
-picture carries the no-maths class :data:`~asgteach.widgets.text.NO_MATH` (it has no maths of its own).
+:func:`~asgteach.usertext.plain_text` (escaped, ``$`` and ``\\`` as references) and the whole
+picture carries the no-maths class :data:`~asgteach.usertext.NO_MATH` (it has no maths of its own).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 
 from .elements import COLLAPSE_DEFAULT, MODES, Scope, build_elements, scope_of, visible_ids
 from .styles import BACKWARD_BORDER, colour, legend_html
-from .text import NO_MATH, plain_text
+from ..usertext import NO_MATH, plain_text
 
 __all__ = ["static_html", "layered_layout"]
 

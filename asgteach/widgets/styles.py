@@ -12,7 +12,7 @@ read it, so the notebook view and the HTML fallback look the same.
 from __future__ import annotations
 
 from ..ops.registry import CATEGORIES
-from .text import user_text
+from ..usertext import user_text
 
 __all__ = ["CATEGORY_COLOURS", "BACKWARD_BORDER", "colour", "cytoscape_style", "legend_html", "category_label"]
 

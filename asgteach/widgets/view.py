@@ -32,7 +32,7 @@ from .i18n import LANGS, t
 from .inspector import InspectorData, empty_html, esc, group_html, node_html
 from .steps import Step, grad_passes, steps_of
 from .styles import cytoscape_style, legend_html
-from .text import user_text
+from ..usertext import user_text
 
 __all__ = ["GraphView", "COLLAPSE_AT"]
 
