@@ -96,7 +96,7 @@ class LossChart:
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
         last = f": {history[-1]:.4g}" if history else ""
-        ax.set_title(f"{self.title}{last}", fontsize=10)
+        ax.set_title(f"{mpl_text(self.title)}{last}", fontsize=10)
         return fig
 
     def update(self, history: list[float], final: bool = False) -> None:
