@@ -54,7 +54,7 @@ import numpy as np
 
 from ..graph import Graph, Node
 from ..ops.registry import spec
-from .numpy_backend import FeedError, KernelError, NumericsError, resolve_feeds
+from .numpy_backend import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_chain import chain_dispatch, chain_leaves
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
 from .wgpu_fuse import plan_fusion
@@ -119,11 +119,12 @@ class Plan:
         tile = tile_from_env()
         self.fusion = fusion = plan_fusion(graph, compute, self.outputs)
         root = fusion.root
+        self._fixed, self._failing = _empty_input_values(graph, [n for n in compute if n.id not in fusion.skip])
         self.dispatches: list[Dispatch] = []
         self._node_sources: dict[int, str] = {}
         reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
         for n in compute:
-            if n.id in fusion.skip:
+            if n.id in fusion.skip or n.id in self._fixed:
                 continue
             if n.id in fusion.gemm_sum:
                 x, gy = fusion.gemm_sum[n.id]
@@ -159,18 +160,23 @@ class Plan:
                     self._node_sources[n.id] = (
                         f"// {n.op} (node #{n.id}) runs no kernel of its own: the fused kernel of node "
                         f"#{fusion.chain_of[n.id]} below computes it in registers\n" + self._node_sources[n.id])
+            elif n.id in self._fixed:
+                self._node_sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) runs no kernel: its inputs are empty, so its value depends on no "
+                    f"data; it was computed once, as numpy computes it, and is uploaded like a constant\n")
             elif n.id in fusion.skip:
                 self._node_sources[n.id] = (
                     f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
                     f"reads its operands in place\n" + self._absorbing_source(n))
-        running = [n for n in compute if n.id not in fusion.skip]
+        running = [n for n in compute if n.id not in fusion.skip and n.id not in self._fixed]
 
         # 2. memory plan: owned buffers for leaves/outputs, a liveness pool for the rest
         usage = wgpu.BufferUsage
         storage = usage.STORAGE | usage.COPY_DST | usage.COPY_SRC
         self.buffers: dict[int, Any] = {}
         self.bytes_owned = 0
-        for n in self.leaves + self.constants + [graph.nodes[i] for i in self.outputs]:
+        fixed = [graph.nodes[i] for i in self._fixed]
+        for n in self.leaves + self.constants + fixed + [graph.nodes[i] for i in self.outputs]:
             if n.id not in self.buffers:
                 self.buffers[n.id] = dev.create_buffer(size=_nbytes(n), usage=storage)
                 self.bytes_owned += _nbytes(n)
@@ -193,7 +199,7 @@ class Plan:
             for i in set(reads[n.id]):   # values read for the last time give their buffer back
                 if last_use.get(i) != k or i in self.outputs:
                     continue
-                if graph.nodes[i].op in ("input", "parameter", "constant"):
+                if graph.nodes[i].op in ("input", "parameter", "constant") or i in self._fixed:
                     continue
                 buf = self.buffers[i]
                 pool.append((buf.size, buf))
@@ -342,21 +348,12 @@ class Plan:
         return enc.finish()
 
     def _host_array(self, node: Node, value: Any) -> np.ndarray:
-        arr = np.asarray(value)
-        if arr.shape != node.shape:
-            raise FeedError(f"feed for {node.op} '{node.name}' has shape {arr.shape}, but the graph declared "
-                            f"{node.shape} (at {node.source})")
-        kind = arr.dtype.kind
+        """The bytes to upload for a feed: checked as the numpy backend checks it, then f32 / i32."""
+        arr = feed_array(node, value)   # shape and element type, with the same messages as numpy's
         if node.dtype == "float":
-            if kind != "f" or arr.dtype.itemsize < 4:
-                raise FeedError(f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is a float input; "
-                                "pass float32 or float64 values (e.g. x.astype(np.float32))")
             if arr.dtype != np.float32:
                 _float64_warning()
             return np.ascontiguousarray(arr, dtype=np.float32)
-        if kind not in "iu":
-            raise FeedError(f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is an integer input "
-                            "(ids); pass an integer array")
         if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31):
             raise FeedError(f"feed for {node.op} '{node.name}' holds ids outside int32, which the GPU uses")
         return np.ascontiguousarray(arr, dtype=np.int32)
@@ -377,11 +374,18 @@ class Plan:
 
     def _upload(self, given: dict[int, Any], stats: dict[str, int]) -> None:
         queue = self.gpu.device.queue
+        for nid, arr in self._fixed.items():   # values of empty inputs: written once, like constants
+            if nid not in self._on_device:
+                queue.write_buffer(self.buffers[nid], 0, arr)
+                self._on_device.add(nid)
+                stats["uploads"] += 1
+                stats["upload_bytes"] += arr.nbytes
         for node in self.constants:
             if node.id not in self._on_device:
                 arr = self._host_array(node, self.graph.constants[node.id]) if node.dtype == "int" else \
                     np.ascontiguousarray(self.graph.constants[node.id], dtype=np.float32)
-                queue.write_buffer(self.buffers[node.id], 0, arr)
+                if arr.nbytes:   # (an empty value has no bytes to write: wgpu refuses a 0-byte write)
+                    queue.write_buffer(self.buffers[node.id], 0, arr)
                 self._on_device.add(node.id)
                 stats["uploads"] += 1
                 stats["upload_bytes"] += arr.nbytes
@@ -389,10 +393,7 @@ class Plan:
             if node.id not in given:
                 if node.id in self._on_device:
                     continue
-                raise FeedError(
-                    f"missing feed for {node.op} '{node.name}' (shape {node.shape}, created at {node.source})\n"
-                    f"  the requested outputs depend on it; pass it in feeds, e.g. {{{node.name}: array}}"
-                )
+                raise missing_feed_error(self.graph, node, self.outputs)
             value = given[node.id]
             prev = self._uploaded.get(node.id)
             if prev is not None and prev[0] is value and node.id in self._on_device:
@@ -400,7 +401,8 @@ class Plan:
                 if host is None or np.array_equal(host, value):
                     continue   # same object, unchanged: the device copy is current
             arr = self._host_array(node, value)
-            queue.write_buffer(self.buffers[node.id], 0, arr)
+            if arr.nbytes:
+                queue.write_buffer(self.buffers[node.id], 0, arr)
             readonly = isinstance(value, np.ndarray) and not value.flags.writeable
             self._uploaded[node.id] = (value, None if readonly else np.array(value, copy=True))
             self._on_device.add(node.id)
@@ -425,6 +427,11 @@ class Plan:
         self._check_ids(given)
         stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0, "dispatches": len(self._encoded)}
         self._upload(given, stats)
+        for nid, error in self._failing.items():   # numpy raises here too: say so instead of inventing a value
+            n = self.graph.nodes[nid]
+            shapes = ", ".join(str(self.graph.nodes[i].shape) for i in n.inputs)
+            raise KernelError(f"{n.op} (node #{n.id} '{n.name}', inputs {shapes}) failed while running: {error}\n"
+                              f"  created at {n.source}")
 
         dev = self.gpu.device
         commands = self._recorded if self._recorded is not None else self._record()
@@ -438,10 +445,26 @@ class Plan:
                    if nid not in self._device_only] or [16])
         self.staging.map_sync(self.gpu.wgpu.MapMode.READ, 0, end)   # waits for the GPU: the one host sync
         stats["host_syncs"] += 1
-        raw = np.frombuffer(self.staging.read_mapped(0, end), dtype=np.uint8).copy()
-        self.staging.unmap()
+        # Each output is copied out of the mapped memory into an array of its own (the caller's:
+        # writable, sharing memory with nothing else, not even with another output of this run),
+        # before unmap() takes that memory back.
+        raw = np.frombuffer(self.staging.read_mapped(0, end, copy=False), dtype=np.uint8)
+        try:
+            outs = self._copy_outputs(raw)
+        finally:
+            del raw   # no view of the mapped memory may outlive the mapping
+            self.staging.unmap()
+        self.stats = stats
+        self.totals["runs"] += 1
+        for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
+            self.totals[k] += stats[k]
+        if on_nan != "ignore" and any(o is not None and o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+            self._explain_nan(all_feeds, on_nan)
+        return outs
 
-        outs = []
+    def _copy_outputs(self, raw: np.ndarray) -> list[np.ndarray | None]:
+        """Each requested output, copied out of the staging bytes (``None`` for device-only ones)."""
+        outs: list[np.ndarray | None] = []
         for nid, off in zip(self.outputs, self._out_offsets):
             n = self.graph.nodes[nid]
             if nid in self._device_only:
@@ -449,13 +472,7 @@ class Plan:
                 continue
             v = raw[off:off + n.size * 4]
             outs.append(v.view(np.int32).astype(np.int64).reshape(n.shape) if n.dtype == "int"
-                        else v.view(np.float32).reshape(n.shape))
-        self.stats = stats
-        self.totals["runs"] += 1
-        for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
-            self.totals[k] += stats[k]
-        if on_nan != "ignore" and any(o is not None and o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
-            self._explain_nan(all_feeds, on_nan)
+                        else v.view(np.float32).reshape(n.shape).copy())
         return outs
 
     def _explain_nan(self, feeds: Mapping[Any, Any], on_nan: str) -> None:
@@ -483,6 +500,35 @@ class Plan:
         if on_nan == "raise":
             raise NumericsError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _empty_input_values(graph: Graph, nodes: list[Node]) -> tuple[dict[int, np.ndarray], dict[int, str]]:
+    """Values (and errors) of the nodes whose every input is empty, computed once by numpy.
+
+    A reduction over an empty axis reads no data, yet has a value: the sum of nothing is 0,
+    the mean of nothing is NaN (0/0), and the max of nothing is an error. Those are
+    numpy's conventions, and numpy is the reference, so such a node is not left to a GPU
+    kernel looping zero times (which would give 0 for a variance, -inf for a max): its
+    numpy kernel runs here on empty arrays. Returns (node id -> float32/int32 value, for
+    non-empty results) and (node id -> the error numpy raised, raised again at run time).
+    """
+    fixed: dict[int, np.ndarray] = {}
+    failing: dict[int, str] = {}
+    for n in nodes:
+        ins = [graph.nodes[i] for i in n.inputs]
+        if not ins or any(i.size for i in ins):
+            continue
+        args = [np.zeros(i.shape, np.int32 if i.dtype == "int" else np.float32) for i in ins]
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")   # numpy's "Mean of empty slice": the NaN says it
+                value = np.asarray(spec(n.op).numpy(*args, **n.attrs))
+        except Exception as e:  # noqa: BLE001 - whatever numpy raises, the numpy backend would report
+            failing[n.id] = str(e)
+            continue
+        if n.size:
+            fixed[n.id] = np.ascontiguousarray(value, np.int32 if n.dtype == "int" else np.float32).reshape(n.shape)
+    return fixed, failing
 
 
 def compile(graph: Graph, outputs: list[int], max_binding: int | None = None) -> Plan:  # noqa: A001
