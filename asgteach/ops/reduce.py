@@ -28,8 +28,13 @@ def _infer(s: tuple, axis: tuple = (), keepdims: bool = False, **_: Any) -> tupl
 
 
 def _count(c: VjpContext) -> int:
+    """How many elements each output of the reduction summarises (at least 1).
+
+    Over an empty axis it would be 0; then x has no elements and neither has its
+    gradient, so any divisor gives the same (empty) answer: 1 keeps the rule finite.
+    """
     x = c.inputs[0]
-    return int(np.prod([x.shape[a] for a in c.attrs["axis"]], dtype=np.int64))
+    return int(np.prod([x.shape[a] for a in c.attrs["axis"]], dtype=np.int64)) or 1  # (max is our op here)
 
 
 def _expand(c: VjpContext, g: Tensor) -> Tensor:
