@@ -406,10 +406,6 @@ class Graph:
 
         return notebook_bundle(self, include, exclude)
 
-    def __str__(self) -> str:
-        """``print(graph)``: one line per node, like a jaxpr (see :meth:`listing`)."""
-        return self.listing()
-
     def listing(self, ids: Any = None) -> str:
         """The graph as a program, one line per node, in order (= a topological order)::
 

@@ -204,13 +204,13 @@ def test_constant_nodes_hold_the_kind_not_a_numpy_dtype() -> None:
     assert all(type(n.dtype) is str for n in g.nodes)
 
 
-def test_print_graph_is_a_listing_one_line_per_node() -> None:
+def test_graph_listing_one_line_per_node() -> None:
     with at.Graph("listing") as g:
         x = at.input("x", (4, 3))
         w = at.parameter("w", (3, 2))
         y = at.sum(x @ w, axis=1)
         (dw,) = at.grad(at.mean(y), [w])
-    lines = str(g).splitlines()
+    lines = g.listing().splitlines()
     assert lines[0] == repr(g) and len(lines) == len(g.nodes) + 1
     assert lines[1].startswith("  %0 = input 'x'  (4, 3) float  # test_graph.py:")
     assert lines[3].startswith("  %2 = matmul %0 %1  (4, 2) float  # test_graph.py:")
