@@ -29,7 +29,7 @@ from .ops import (
 )
 from .shapes import ShapeError
 from .tensor import Tensor
-from .widgets.show import show
+from .widgets.show import show  # also lets a Graph or Tensor ending a notebook cell draw itself
 from . import cells  # noqa: F401,E402  (re-running notebook cells: hooks IPython when one runs)
 from . import nn  # noqa: E402  (nn builds on everything above)
 from .nn import DataLoader, Dataset, Trainer, WeightsFileError

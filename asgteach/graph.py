@@ -27,15 +27,15 @@ Names and memory (the rules a notebook needs, written out in docs/DESIGN.md):
   depends on; backends drop their compiled plans for such nodes. The default graph
   collects by itself (after each notebook cell, and when its constants grow).
 
-This module imports nothing else from asgteach: it is the bottom of the stack.
+This module is the bottom of the stack: of asgteach it imports only :mod:`asgteach.source`
+(which finds the user's line). Whatever sits above and must reach down here comes to it:
+the op registry (``registered_ops``) and the notebook display (``display_hook``).
 """
 
 from __future__ import annotations
 
 import json
-import linecache
 import os
-import sys
 import threading
 import warnings
 import weakref
@@ -45,12 +45,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
+from .source import source_line_text, user_source  # re-exported: `from asgteach.graph import user_source` still works
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = [
-    "Node", "Graph", "default_graph", "reset_default_graph", "user_source", "PHASES", "DTYPES",
-    "NameReboundWarning", "ReleasedError",
+    "Node", "Graph", "default_graph", "reset_default_graph", "user_source", "source_line_text", "PHASES", "DTYPES",
+    "NameReboundWarning", "ReleasedError", "notebook_display",
 ]
 
 #: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
@@ -59,33 +61,6 @@ PHASES = ("forward", "backward")
 #: chosen when the graph runs, from the feeds: the same graph runs in float32 for speed
 #: and in float64 for gradient checks.
 DTYPES = ("float", "int")
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-
-
-def user_source(skip_package: bool = True) -> str:
-    """Return ``"file:line"`` of the innermost stack frame outside the asgteach package.
-
-    That frame is the user's line (a notebook cell, a script, a test), which is what an
-    error message should point at: the user never wrote ``ops/elementwise.py``.
-    """
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        inside = filename.startswith(_PACKAGE_DIR + os.sep)
-        if not (skip_package and inside):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "<unknown>:0"
-
-
-def source_line_text(source: str) -> str:
-    """The text of the user's line for a ``file:line`` source, or "" if unavailable."""
-    path, _, line = source.rpartition(":")
-    if not path or not line.isdigit():
-        return ""
-    return linecache.getline(path, int(line)).strip()
-
 
 @dataclass
 class Node:
@@ -401,10 +376,8 @@ class Graph:
         _stack().pop()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """A Graph ending a notebook cell draws itself (lazy import: this module imports nothing of ours)."""
-        from .widgets.show import notebook_bundle
-
-        return notebook_bundle(self, include, exclude)
+        """A Graph ending a notebook cell draws itself (see :func:`notebook_display`)."""
+        return notebook_display(self, include, exclude)
 
     def listing(self, ids: Any = None) -> str:
         """The graph as a program, one line per node, in order (= a topological order)::
@@ -542,6 +515,19 @@ _DEFAULT = Graph("default", rebind=True, auto_collect=True)
 #: The op registry (name -> OpSpec), set by ``asgteach.ops`` when it loads; ``from_json`` checks
 #: op names against it. (This module imports nothing of ours: the registry comes to it.)
 registered_ops: Any = None
+
+#: How a Graph or Tensor that ends a notebook cell draws itself: ``(obj, include, exclude) -> mime
+#: bundle``. ``asgteach.widgets.show`` sets it when it loads (``import asgteach`` loads it); the
+#: widgets sit far above this module, so the drawing comes to it, as the registry does.
+display_hook: Callable[[Any, Any, Any], dict[str, Any]] | None = None
+
+
+def notebook_display(obj: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """The notebook display data of ``obj`` (a Graph or Tensor): its picture, or the plain repr without widgets."""
+    if display_hook is None:
+        return {"text/plain": repr(obj)}
+    return display_hook(obj, include, exclude)
+
 
 #: Called whenever the default graph is handed out. ``asgteach.cells`` sets it, to notice a
 #: notebook shell and hook its cells; this module itself knows nothing of IPython.

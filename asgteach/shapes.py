@@ -14,6 +14,8 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterable, Sequence
 
+from .source import source_line_text
+
 __all__ = [
     "ShapeError", "broadcast_shapes", "normalize_axes", "single_axis", "reduced_shape", "Shape",
 ]
@@ -31,8 +33,6 @@ class ShapeError(ValueError):
         if shapes:
             text += "\n  input shapes: " + ", ".join(str(tuple(s)) for s in shapes)
         if source:
-            from .graph import source_line_text  # graph imports nothing of ours: no cycle
-
             text += f"\n  at {source}"
             line = source_line_text(source)
             if line:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .graph import notebook_display
+
 if TYPE_CHECKING:
     from .graph import Graph, Node
 
@@ -68,10 +70,8 @@ class Tensor:
         return self.node.op
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """A Tensor ending a notebook cell draws its graph (asgteach.widgets, imported lazily)."""
-        from .widgets.show import notebook_bundle
-
-        return notebook_bundle(self, include, exclude)
+        """A Tensor ending a notebook cell draws its graph (see :func:`asgteach.graph.notebook_display`)."""
+        return notebook_display(self, include, exclude)
 
     def __repr__(self) -> str:
         n = self.node

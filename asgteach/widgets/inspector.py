@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import explain
 from ..graph import Graph, Node, source_line_text
 from .elements import category_of, group_path, shape_text
 from .i18n import t
@@ -77,14 +78,10 @@ class InspectorData:
 def explanation(node: Node | str, lang: str) -> tuple[Any, str | None]:
     """``(record, note)``: the explain record (or None) and a note when it is missing or English-only."""
     try:
-        from .. import explain
-    except Exception:  # noqa: BLE001 - the explanations package may be absent or broken
-        return None, t("no_explanation", lang)
-    try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             rec = explain.explain(node, lang)
-    except Exception:  # noqa: BLE001 - no record for this op yet
+    except KeyError:  # no record for this op, not even in English
         return None, t("no_explanation", lang)
     note = t("no_explanation", lang) + " (English)" if caught and getattr(rec, "lang", lang) != lang[:2] else None
     return rec, note
@@ -93,16 +90,6 @@ def explanation(node: Node | str, lang: str) -> tuple[Any, str | None]:
 def _section(title: str, body: str, cls: str) -> str:
     return (f'<div class="asg-sec {cls}"><div class="asg-h" style="font-weight:bold;margin-top:8px">'
             f'{esc(title)}</div>{body}</div>')
-
-
-def _labels(lang: str) -> dict[str, str]:
-    try:
-        from .. import explain
-
-        return explain.labels(lang)
-    except Exception:  # noqa: BLE001
-        return {"what": "What it does", "formula": "Formula", "vjp": "Backward rule (VJP)", "why": "Why",
-                "pitfalls": "Pitfalls", "role": "Role in this model", "init": "Initialisation", "notation": ""}
 
 
 def _fmt(x: float) -> str:
@@ -206,7 +193,7 @@ def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
     """The inspector page for node ``node_id``."""
     node = data.graph.nodes[node_id]
     rec, note = explanation(node, lang)
-    lab = _labels(lang)
+    lab = explain.labels(lang)
     cat = category_of(node)
     # no record: a user-registered op, whose name is user text
     title = esc(rec.headline) if rec is not None else user_text(node.op)

@@ -1,9 +1,15 @@
-"""``at.show``: draw a graph in a notebook — interactive when widgets work, static otherwise."""
+"""``at.show``: draw a graph in a notebook — interactive when widgets work, static otherwise.
+
+Loading this module (``import asgteach`` does) also makes a Graph or Tensor that ends a notebook
+cell draw itself: it hands :func:`notebook_bundle` to ``asgteach.graph.display_hook``.
+"""
 
 from __future__ import annotations
 
 import sys
 from typing import Any, Mapping
+
+from .. import graph as _graph
 
 __all__ = ["show", "widgets_available", "notebook_bundle"]
 
@@ -124,3 +130,8 @@ def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[st
     from .static import static_html
 
     return {"text/plain": plain, "text/html": static_html(x)}
+
+
+# A Graph or Tensor ending a notebook cell draws itself with notebook_bundle. graph.py sits at the
+# bottom of the stack and cannot import the widgets, so the drawing is handed down to it here.
+_graph.display_hook = notebook_bundle

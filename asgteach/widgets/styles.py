@@ -11,6 +11,7 @@ read it, so the notebook view and the HTML fallback look the same.
 
 from __future__ import annotations
 
+from .. import explain
 from ..ops.registry import CATEGORIES
 from ..usertext import user_text
 
@@ -49,10 +50,8 @@ def colour(category: str) -> str:
 def category_label(category: str, lang: str = "en") -> str:
     """The legend word for ``category`` in ``lang`` (the category name if no text exists yet)."""
     try:
-        from .. import explain
-
         return explain.category(category, lang).label
-    except Exception:  # noqa: BLE001 - a missing translation must not break the legend
+    except KeyError:  # a category nobody has written about yet (not even in English)
         return category
 
 

@@ -399,13 +399,9 @@ class GraphView:
 
     # -- WGSL ---------------------------------------------------------------------------------
     def _probe_wgpu(self) -> None:
-        try:
-            from ..backends import available
+        from ..backends import available  # lazy like _wgpu_plan_shader's: only a built view asks
 
-            ok = "wgpu" in available()
-        except Exception:  # noqa: BLE001 - no backend means no button, never a failure
-            ok = False
-        self.wgsl_available = ok
+        self.wgsl_available = ok = "wgpu" in available()
         self.wgsl_button.layout.display = None if ok else "none"
 
     def show_wgsl(self) -> str:
