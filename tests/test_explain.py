@@ -163,6 +163,20 @@ def test_labels_and_language_header(lang: str) -> None:
     assert _section(lang, "language").get("code") == lang
 
 
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_ui_word_is_translated(lang: str) -> None:
+    """The graph view's buttons and messages ([ui], read by asgteach.widgets.i18n) in every language."""
+    from asgteach.widgets.i18n import t
+
+    english, words = _section("en", "ui"), _section(lang, "ui")
+    assert set(words) == set(english), f"{lang}.toml [ui] keys differ from English: {set(words) ^ set(english)}"
+    for key, text in words.items():
+        assert isinstance(text, str) and text.strip(), f"{lang}.toml [ui].{key} is empty"
+        assert set(re.findall(r"\{\w+\}", text)) == set(re.findall(r"\{\w+\}", english[key])), \
+            f"{lang}.toml [ui].{key} has other placeholders than English"
+        assert t(key, lang) == text
+
+
 # --- LaTeX: every formula renders, and is the same in every language --------------------------------
 def _latex_strings() -> list[tuple[str, str]]:
     out = []
