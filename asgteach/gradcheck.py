@@ -186,7 +186,7 @@ class GradcheckReport:
 
     def plot(self) -> Any:
         """A matplotlib figure: numerical vs analytical per input, and error vs eps."""
-        from .widgets.plots import gradcheck_figure
+        from .plots import gradcheck_figure
 
         return gradcheck_figure(self)
 

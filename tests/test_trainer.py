@@ -46,6 +46,37 @@ def test_fit_returns_falling_losses_in_float32():
     assert tr.step == 100 and tr.history == hist
 
 
+def test_fit_with_chart_draws_one_live_loss_chart_in_a_notebook(monkeypatch):
+    """chart=True: one display handle, redrawn in place, ending on the last loss (the Trainer imports
+    no widgets: the chart is asgteach.plots, a leaf)."""
+    import IPython
+    import IPython.display
+
+    shown = []
+
+    class Handle:
+        def update(self, fig):
+            shown.append(fig)
+
+    def display(fig, display_id=False):
+        assert display_id is True
+        shown.append(fig)
+        return Handle()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())  # as if in a notebook
+    monkeypatch.setattr(IPython.display, "display", display)
+    X, T = _data()
+    g, x, t, net, loss = _model()
+    tr = at.Trainer(loss, optimizer=at.optim.Adam(lr=0.05))
+    hist = tr.fit({x: X, t: T}, steps=30, progress=False, chart=True)
+    assert shown, "no chart was drawn"
+    title = shown[-1].axes[0].get_title()
+    assert title.endswith(f"{hist[-1]:.4g}") and len(shown[-1].axes[0].lines[0].get_xdata()) == 30
+    shown.clear()
+    tr.fit({x: X, t: T}, steps=3, progress=False)
+    assert not shown, "chart=False draws nothing"
+
+
 def test_fit_with_dataloader_epochs_and_steps():
     rng = np.random.default_rng(0)
     X, T = rng.standard_normal((40, 3)), rng.standard_normal((40, 1))

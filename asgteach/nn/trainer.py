@@ -23,6 +23,7 @@ from ..autograd import grad
 from ..backends import compile as _compile
 from ..backends.numpy_backend import resolve_feeds
 from ..ops.leaves import input as _input
+from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
 from ..tensor import Tensor
 from .init import initial_values
 from .optim import ConstantLR, Optimizer
@@ -177,7 +178,7 @@ class Trainer:
             else:
                 n = steps
                 batches = _cycle(data, steps)
-        live = _live_chart() if chart else None
+        live = LossChart() if chart else None
         losses: list[float] = []
         bar = tqdm(total=n, disable=not progress or os.environ.get("ASGTEACH_NO_PROGRESS") == "1",
                    desc="training", unit="step", leave=True)
@@ -273,10 +274,3 @@ def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[An
         if empty:
             raise ValueError("Trainer.fit: the data iterable yielded no batches")
 
-
-def _live_chart() -> Any:
-    try:
-        from ..widgets.plots import LossChart
-    except ImportError:
-        return None
-    return LossChart()

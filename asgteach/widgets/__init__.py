@@ -7,7 +7,10 @@
 * ``inspector.py``— the HTML that explains one node; ``values.py`` — numbers and heatmaps
 * ``styles.py``   — colours per category, the cytoscape stylesheet, the legend
 * ``static.py``   — HTML/SVG rendering without a widget frontend
-* ``plots.py``    — gradcheck figure and the live loss chart
+
+(The matplotlib figures, gradcheck's and the live loss chart, are :mod:`asgteach.plots`: a leaf
+module that gradcheck and the Trainer use; ``gradcheck_figure`` and ``LossChart`` are still
+reachable from here.)
 
 Nothing here imports ipywidgets or ipycytoscape until a view is actually built.
 """
@@ -33,7 +36,7 @@ def __getattr__(name: str) -> Any:  # lazy: `import asgteach` must not pull in t
 
         return static_html
     if name in ("gradcheck_figure", "LossChart"):
-        from . import plots
+        from .. import plots
 
         return getattr(plots, name)
     raise AttributeError(f"module 'asgteach.widgets' has no attribute {name!r}")

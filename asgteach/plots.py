@@ -1,7 +1,8 @@
-"""Matplotlib figures for the lessons: gradient checks (and, later, loss curves).
+"""Matplotlib figures: the gradient check (``rep.plot()``) and the live loss chart (``fit(chart=True)``).
 
 Figures are returned, not shown, so a notebook displays them once and a script can save
-them (``fig.savefig(...)``).
+them (``fig.savefig(...)``). This module imports nothing of ours (matplotlib only, when a
+figure is drawn): gradcheck and the Trainer, far below the notebook widgets, may use it.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ..gradcheck import GradcheckReport
+    from .gradcheck import GradcheckReport
 
 __all__ = ["gradcheck_figure", "LossChart", "mpl_text"]
 
