@@ -52,9 +52,16 @@ def clip_grad_value(grads: list[Tensor], clip_value: float) -> list[Tensor]:
 
 
 class Optimizer:
-    """Base class: holds hyper-parameters; ``build`` writes the update into the graph."""
+    """Base class: holds hyper-parameters; ``build`` writes the update into the graph.
+
+    Weight decay is written here, once, in its two forms: L2 (``g + wd * p``, added to the
+    gradient in :meth:`_prepare`, as ``torch.optim`` SGD/Adam/RMSprop do) or *decoupled*
+    (``p * (1 - lr * wd)``, the parameter shrinks by itself: :meth:`_decayed`, AdamW).
+    """
 
     name = "optimizer"
+    #: True: weight decay shrinks the parameter directly instead of joining the gradient (AdamW)
+    decoupled = False
 
     def __init__(self, lr: float, weight_decay: float = 0.0, clip_norm: float | None = None,
                  clip_value: float | None = None) -> None:
@@ -67,12 +74,19 @@ class Optimizer:
         t.node.meta.update({"optimizer_state": kind, "optimizer": self.name, "for": p.name})
         return t
 
-    def _prepare(self, grads: list[Tensor]) -> list[Tensor]:
+    def _prepare(self, params: list[Tensor], grads: list[Tensor]) -> list[Tensor]:
+        """The gradients the update uses: clipped (by value, then by global norm), then L2 weight decay."""
         if self.clip_value is not None:
             grads = clip_grad_value(grads, self.clip_value)
         if self.clip_norm is not None:
             grads = clip_grad_norm(grads, self.clip_norm)
+        if self.weight_decay and not self.decoupled:
+            grads = [g + self.weight_decay * p for p, g in zip(params, grads)]
         return grads
+
+    def _decayed(self, p: Tensor, lr: Tensor) -> Tensor:
+        """The parameter the step starts from: ``p * (1 - lr * wd)`` with decoupled decay, else ``p``."""
+        return p * (1.0 - lr * self.weight_decay) if self.decoupled and self.weight_decay else p
 
     def build(self, params: list[Tensor], grads: list[Tensor], lr: Tensor, step: Tensor) -> Update:
         """Append the update for ``params`` given their ``grads``; ``lr``/``step`` are scalar inputs."""
@@ -94,9 +108,7 @@ class SGD(Optimizer):
 
     def build(self, params, grads, lr, step):
         up = Update([])
-        for p, g in zip(params, self._prepare(grads)):
-            if self.weight_decay:
-                g = g + self.weight_decay * p
+        for p, g in zip(params, self._prepare(params, grads)):
             if self.momentum:
                 v = self._state("momentum", p)
                 v_new = self.momentum * v + g
@@ -116,7 +128,6 @@ class Adam(Optimizer):
     """
 
     name = "adam"
-    decoupled = False
 
     def __init__(self, lr: float = 0.001, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, **clip: float) -> None:
@@ -128,15 +139,12 @@ class Adam(Optimizer):
         up = Update([])
         corr1 = 1.0 - ops.pow(self.b1, step)
         corr2 = 1.0 - ops.pow(self.b2, step)
-        for p, g in zip(params, self._prepare(grads)):
-            if self.weight_decay and not self.decoupled:
-                g = g + self.weight_decay * p
+        for p, g in zip(params, self._prepare(params, grads)):
             m, v = self._state("m", p), self._state("v", p)
             m_new = self.b1 * m + (1.0 - self.b1) * g
             v_new = self.b2 * v + (1.0 - self.b2) * (g * g)
             step_dir = (m_new / corr1) / (ops.sqrt(v_new / corr2) + self.eps)
-            p_base = p * (1.0 - lr * self.weight_decay) if self.decoupled and self.weight_decay else p
-            up.new_params.append(p_base - lr * step_dir)
+            up.new_params.append(self._decayed(p, lr) - lr * step_dir)
             up.state_in += [m, v]
             up.state_out += [m_new, v_new]
             up.state_init += [np.zeros(p.shape), np.zeros(p.shape)]
@@ -166,9 +174,7 @@ class RMSprop(Optimizer):
 
     def build(self, params, grads, lr, step):
         up = Update([])
-        for p, g in zip(params, self._prepare(grads)):
-            if self.weight_decay:
-                g = g + self.weight_decay * p
+        for p, g in zip(params, self._prepare(params, grads)):
             v = self._state("square_avg", p)
             v_new = self.alpha * v + (1.0 - self.alpha) * (g * g)
             up.new_params.append(p - lr * g / (ops.sqrt(v_new) + self.eps))
