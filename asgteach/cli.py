@@ -14,7 +14,6 @@ The work itself lives in modules named for it: :mod:`asgteach.demo`, :mod:`asgte
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import os
 import platform
 import subprocess
@@ -22,16 +21,11 @@ import sys
 import textwrap
 from typing import Sequence
 
+from . import __version__
 from .demo import example_graph
+from .doctor import installed_version
 
 __all__ = ["main", "build_parser", "example_graph", "explain"]
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def explain(problem: str, fix: str) -> str:
@@ -78,7 +72,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     where = "checkout" if resources.is_checkout() else "installed"
     print(f"asgteach {at.__version__} ({where}: {resources.package_dir()})")
-    print(f"python {platform.python_version()}, numpy {_version('numpy')}, wgpu {_version('wgpu') or '-'}")
+    numpy, wgpu = installed_version("numpy"), installed_version("wgpu") or "-"
+    print(f"python {platform.python_version()}, numpy {numpy}, wgpu {wgpu}")
     print("backends:")
     for name, info in at.describe().items():
         state = ("available" if info.get("available")
@@ -241,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `asgteach COMMAND --help` for the options of one command. New here? `asgteach demo`, "
                "then `asgteach lab`.",
     )
-    parser.add_argument("--version", action="version", version=f"asgteach {_version('asgteach') or '0.1.0'}")
+    parser.add_argument("--version", action="version", version=f"asgteach {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     lab = sub.add_parser(

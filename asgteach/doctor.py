@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Finding", "diagnose", "format_findings", "labextensions", "as_json"]
+__all__ = ["Finding", "diagnose", "format_findings", "labextensions", "as_json", "installed_version"]
 
 #: the two JupyterLab/Notebook 7 frontend extensions the graph view needs, and the package that ships each
 EXTENSIONS = {
@@ -38,7 +38,8 @@ class Finding:
     fix: str = ""
 
 
-def _version(dist: str) -> str | None:
+def installed_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist`` ("numpy", "wgpu", ...), or None when it is not installed."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -46,7 +47,7 @@ def _version(dist: str) -> str | None:
 
 
 def _package(level: str, dist: str, why: str, fix: str) -> Finding:
-    v = _version(dist)
+    v = installed_version(dist)
     return Finding(level, f"{dist} ({why})", v is not None, v or "not installed", "" if v else fix)
 
 
@@ -73,7 +74,7 @@ def labextensions() -> dict[str, tuple[bool, str]] | None:
 
 
 def _extension_findings() -> list[Finding]:
-    if _version("jupyterlab") is None and _version("notebook") is None:
+    if installed_version("jupyterlab") is None and installed_version("notebook") is None:
         return [Finding("lab", "JupyterLab or Notebook 7", False, "neither is installed",
                         "pip install 'asgteach[lab]'   (JupyterLab 4, Notebook 7 and ipykernel)")]
     listed = labextensions()
@@ -139,12 +140,12 @@ def diagnose() -> list[Finding]:
     findings.append(_package("lab", "ipycytoscape", "the clickable graph", "pip install 'ipycytoscape==1.3.3'"))
     findings.append(_package("lab", "ipykernel", "runs the notebooks", "pip install ipykernel"))
     for dist in ("jupyterlab", "notebook"):
-        v = _version(dist)
+        v = installed_version(dist)
         findings.append(Finding("lab", f"{dist} ({'JupyterLab 4' if dist == 'jupyterlab' else 'Notebook 7'})",
                                 v is not None, v or "not installed", "" if v else "pip install 'asgteach[lab]'"))
     findings += _extension_findings()
     findings.append(_package("optional", "wgpu", "the WebGPU backend", "pip install 'asgteach[gpu]'"))
-    if _version("wgpu") is not None:
+    if installed_version("wgpu") is not None:
         findings += _adapter_findings()
     return findings
 
