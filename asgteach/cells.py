@@ -45,11 +45,11 @@ def cell_key(info: Any) -> str:
 
 
 def _pre_run_cell(info: Any) -> None:
-    _graph._DEFAULT.begin_cell(cell_key(info))  # the default graph itself, even inside a `with`
+    _graph.global_default_graph().begin_cell(cell_key(info))  # the default graph itself, even inside a `with`
 
 
 def _post_run_cell(result: Any) -> None:
-    g = _graph._DEFAULT
+    g = _graph.global_default_graph()
     g.end_cell()
     if len(g.nodes) != getattr(g, "_nodes_at_last_cell", 0):  # nothing new: nothing to sweep
         g.collect()
@@ -97,7 +97,7 @@ def _notice_shell() -> None:
         # this cell's pre_run_cell fired before we listened: make it the current cell now
         key = _current_cell(shell)
         if key is not None:
-            _graph._DEFAULT.begin_cell(key)
+            _graph.global_default_graph().begin_cell(key)
 
 
 _graph.on_default_use = _notice_shell

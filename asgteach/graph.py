@@ -51,8 +51,8 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 __all__ = [
-    "Node", "Graph", "default_graph", "reset_default_graph", "user_source", "source_line_text", "PHASES", "DTYPES",
-    "NameReboundWarning", "ReleasedError", "notebook_display",
+    "Node", "Graph", "default_graph", "global_default_graph", "reset_default_graph", "PHASES", "DTYPES",
+    "NameReboundWarning", "ReleasedError", "notebook_display", "user_source", "source_line_text",
 ]
 
 #: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
@@ -541,6 +541,12 @@ def default_graph() -> Graph:
         return stack[-1]
     if on_default_use is not None:
         on_default_use()
+    return _DEFAULT
+
+
+def global_default_graph() -> Graph:
+    """The default graph itself, even inside a ``with Graph()`` block: the graph whose names the
+    notebook cells own (:mod:`asgteach.cells`). Unlike :func:`default_graph` it notices no shell."""
     return _DEFAULT
 
 

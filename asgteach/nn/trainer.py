@@ -21,7 +21,7 @@ import numpy as np
 
 from ..autograd import grad
 from ..backends import compile as _compile
-from ..backends.numpy_backend import resolve_feeds
+from ..backends.common import resolve_feeds
 from ..ops.leaves import input as _input
 from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
 from ..tensor import Tensor
