@@ -33,7 +33,7 @@ import numpy as np
 
 from .autograd import grad
 from .backends import compile as _compile
-from .backends.numpy_backend import resolve_feeds
+from .backends.common import resolve_feeds
 from .graph import Graph
 from .ops.leaves import input as _input
 from .ops.registry import apply, spec

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..graph import Graph, ReleasedError
 from ..tensor import Tensor
-from .numpy_backend import FeedError, KernelError, NumericsError  # noqa: F401
+from .common import FeedError, KernelError, NumericsError  # noqa: F401
 
 __all__ = ["get_backend", "available", "describe", "run", "compile", "BackendUnavailable",
            "FeedError", "KernelError", "NumericsError"]

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..graph import Graph, Node
 from ..ops.registry import spec
-from .numpy_backend import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
+from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_chain import chain_dispatch, chain_leaves
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
 from .wgpu_fuse import plan_fusion

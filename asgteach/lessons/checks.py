@@ -160,11 +160,12 @@ def check_node_values(values: Mapping[int, Any], graph: Any, feeds: Mapping[Any,
     the line that created it, expected vs got. Leaves count too.
     """
     from ..backends import numpy_backend
+    from ..backends.common import resolve_feeds
 
     ids = [n.id for n in graph.nodes if n.op not in ("input", "parameter")]
     plan = numpy_backend.compile(graph, ids)
     expected = dict(zip(ids, plan.run(feeds, dtype=np.float64)))
-    for nid, v in numpy_backend.resolve_feeds(graph, feeds).items():
+    for nid, v in resolve_feeds(graph, feeds).items():
         expected[nid] = np.asarray(v, dtype=np.float64)
     if not isinstance(values, Mapping):
         raise ExerciseError(f"the values should be a dict {{node id: array}}, got {type(values).__name__}")
@@ -181,11 +182,12 @@ def numerical_gradient(y: Any, x: Any, feeds: Mapping[Any, Any], eps: float = 1e
     It never touches a backward rule, so it stays right while a bug is planted in one.
     """
     from ..backends import numpy_backend
+    from ..backends.common import resolve_feeds
 
     if y.shape != ():
         raise ValueError(f"numerical_gradient needs a scalar y, got shape {y.shape}")
     plan = numpy_backend.compile(y.graph, [y.node_id])
-    base = {k: np.asarray(v, dtype=np.float64) for k, v in numpy_backend.resolve_feeds(y.graph, feeds).items()}
+    base = {k: np.asarray(v, dtype=np.float64) for k, v in resolve_feeds(y.graph, feeds).items()}
     x0 = base[x.node_id]
     out = np.zeros(x0.shape)
     for i in np.ndindex(*x0.shape):

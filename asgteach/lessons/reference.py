@@ -1,6 +1,6 @@
 """Reference answers for lesson 13 (graph engineering), used by its checks and by its text.
 
-Each function reads a compiled numpy :class:`~asgteach.backends.numpy_backend.Plan` and answers
+Each function reads a compiled numpy :class:`~asgteach.backends.numpy_plan.Plan` and answers
 one memory-planning question. They are written to be read: a student who is stuck may open
 this file, as they would open a textbook's solutions.
 """

@@ -45,7 +45,7 @@ def compute_values(graph: Graph, ids: list[int], feeds: Mapping[Any, Any] | None
     instead of failing the whole view.
     """
     from ..backends import compile as _compile
-    from ..backends.numpy_backend import resolve_feeds
+    from ..backends.common import resolve_feeds
     from ..tensor import Tensor
 
     given: dict[int, Any] = dict(resolve_feeds(graph, feeds)) if feeds else {}

@@ -1,0 +1,167 @@
+"""What every backend shares: the interface it implements, its errors, and how feeds are read.
+
+A backend is a module with a ``NAME`` and a ``compile(graph, outputs) -> Plan``; a Plan has
+``run(feeds, ...) -> list of arrays`` (:class:`Backend` and :class:`Plan` below spell it out
+as Protocols: ``asgteach.backends.reference`` is the shortest thing that does the same job).
+Feeds arrive the same way on every backend — ``{Tensor or name: array}`` — and are checked
+the same way, with the same messages, by the functions here:
+
+* :func:`resolve_feeds` turns the keys into node ids (and refuses to feed a computed node);
+* :func:`feed_array` checks one value against its node's declared shape and element type;
+* :func:`missing_feed_error` explains a leaf the outputs need that nobody fed.
+
+The errors are public as ``at.FeedError``, ``at.KernelError`` and ``at.NumericsError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..graph import Graph, Node, source_line_text
+from ..tensor import Tensor
+
+__all__ = ["Backend", "Plan", "FeedError", "NumericsError", "KernelError", "resolve_feeds", "feed_array",
+           "missing_feed_error", "created_at"]
+
+
+@runtime_checkable
+class Plan(Protocol):
+    """A compiled run of some outputs of a graph: compile once, run many times."""
+
+    graph: Graph
+    outputs: list[int]   # node ids, in the order ``run`` returns their values
+
+    def run(self, feeds: Mapping[Any, Any] | None = None, params: Mapping[Any, Any] | None = None,
+            dtype: Any = None, on_nan: str = "raise") -> list[np.ndarray]:
+        """The values of ``outputs`` for these feeds ({Tensor or name: array})."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A backend module: ``numpy_backend`` and ``wgpu_backend`` are two (``isinstance`` works on modules)."""
+
+    NAME: str
+
+    def compile(self, graph: Graph, outputs: list[int]) -> Plan:
+        """Everything that does not depend on the numbers, done once for these outputs (node ids)."""
+        ...
+
+
+class FeedError(ValueError):
+    """A feed is missing, or has the wrong shape or element type. Names the input."""
+
+
+class NumericsError(FloatingPointError):
+    """A NaN appeared. Names the first node that produced it, and why that op can."""
+
+
+class KernelError(RuntimeError):
+    """A kernel failed at run time (e.g. an embedding id out of range). Names the node."""
+
+
+def created_at(node: Node) -> str:
+    """Where the user made ``node``: ``file:line``, and that line's text when it can be read."""
+    text = source_line_text(node.source)
+    return f"{node.source}" + (f"\n      {text}" if text else "")
+
+
+def resolve_feeds(graph: Graph, feeds: Mapping[Any, Any] | None) -> dict[int, Any]:
+    """Map feed keys (Tensor, input/parameter name, or node id) to node ids.
+
+    Only inputs and parameters can be fed. A computed node (or a constant) has its value
+    decided by the graph; a feed for it used to be dropped without a word, so a student
+    who fed ``h = x @ w`` to "try a value" got results that ignored it. Now it is an error.
+    """
+    out: dict[int, Any] = {}
+    for key, value in (feeds or {}).items():
+        if isinstance(key, Tensor):
+            if key.graph is not graph:
+                raise FeedError(f"feed key {key!r} belongs to a different graph than the outputs")
+            node_id = key.node_id
+        elif isinstance(key, str):
+            try:
+                node_id = graph.find(key).id
+            except KeyError as e:
+                raise FeedError(str(e.args[0])) from None
+        elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+            node_id = int(key)
+            if not 0 <= node_id < len(graph.nodes):
+                raise FeedError(f"feed key {node_id} is not a node of this graph (it has {len(graph.nodes)} nodes)")
+        else:
+            raise FeedError(f"feed keys are Tensors or names; got {type(key).__name__}")
+        node = graph.nodes[node_id]
+        if node.op not in ("input", "parameter"):
+            what = "a constant: its value is part of the graph" if node.op == "constant" else \
+                "computed by the graph from its inputs"
+            raise FeedError(
+                f"cannot feed {node.op} (node #{node.id} '{node.name}', shape {node.shape}, created at "
+                f"{created_at(node)}): it is {what}, so a fed value would be ignored.\n"
+                f"  Only inputs and parameters take feeds. To choose this value yourself, make it an "
+                f"input: at.input(\"{node.name}\", {node.shape})"
+            )
+        out[node_id] = value
+    return out
+
+
+def missing_feed_error(graph: Graph, node: Node, outputs: Sequence[int]) -> FeedError:
+    """The error for a leaf the outputs need but nobody fed: which one, where it was made, and what to do.
+
+    In a notebook the usual cause is a re-run cell: ``x = at.input("x", ...)`` made a NEW
+    input called "x", so ``{"x": X}`` feeds the new one, while an output built before the
+    re-run still reads the old one. The message says so when the name now means another node.
+    """
+    needed_by = ", ".join(f"#{o} {graph.nodes[o].op}" for o in outputs)
+    msg = (f"missing feed for {node.op} '{node.name}' (shape {node.shape}, created at {created_at(node)})\n"
+           f"  the requested outputs ({needed_by}) depend on it; pass it in feeds, e.g. {{{node.name}: array}}")
+    try:
+        now = graph.find(node.name)
+    except KeyError:
+        now = None
+    if now is not None and now.id != node.id:
+        msg += (f"\n  note: the name '{node.name}' now means {now.op} #{now.id} (made at {now.source}); "
+                f"this output reads the older {node.op} #{node.id} - re-run the cell that builds the output, "
+                f"or feed it by its Tensor")
+    return FeedError(msg)
+
+
+def feed_array(node: Node, value: Any) -> np.ndarray:
+    """``value`` as an ndarray of ``node``'s declared shape, or a FeedError that names the node.
+
+    Checks the shape, and that the element type suits the node: a float input takes float32
+    or float64 (float16 and longer floats are refused: asgteach computes in one of those
+    two), an integer input (ids) takes integers. Converts nothing else.
+    """
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as e:  # e.g. a ragged nested list: rows of different lengths
+        raise FeedError(
+            f"feed for {node.op} '{node.name}' is not a rectangular array of numbers ({e}); the graph declared "
+            f"shape {node.shape} (at {created_at(node)}). Check that every row has the same length."
+        ) from None
+    if arr.dtype == object:
+        raise FeedError(
+            f"feed for {node.op} '{node.name}' is not a rectangular array of numbers (numpy made an object "
+            f"array of shape {arr.shape}); the graph declared shape {node.shape} (at {created_at(node)}). "
+            f"Check that every row has the same length."
+        )
+    if arr.shape != node.shape:
+        raise FeedError(
+            f"feed for {node.op} '{node.name}' has shape {arr.shape}, but the graph declared "
+            f"{node.shape} (at {created_at(node)})"
+        )
+    kind = arr.dtype.kind
+    if node.dtype == "float":
+        if arr.dtype not in (np.float32, np.float64):
+            raise FeedError(
+                f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is a float input; "
+                f"pass float32 or float64 values (e.g. x.astype(np.float32))"
+            )
+    elif kind not in "iu":
+        raise FeedError(
+            f"feed for {node.op} '{node.name}' has dtype {arr.dtype}, but it is an integer input "
+            f"(ids); pass an integer array"
+        )
+    return arr

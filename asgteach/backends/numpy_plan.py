@@ -1,0 +1,451 @@
+"""The numpy backend's optimising Plan: the reference interpreter's loop, made fast.
+
+``asgteach.backends.reference.interpret`` runs a graph in a dozen lines: every node the
+outputs need, in graph order, ``env[node] = kernel(*inputs)``. A :class:`Plan` computes the
+same values (tests/test_reference_interpreter.py checks it on random graphs) but does, once,
+at compile time, all the work that does not depend on the numbers:
+
+* **prune** — keep only the nodes the outputs depend on;
+* **order** — node ids are already a topological order, so sorting them is enough;
+* **bind** — look up each op's numpy kernel and freeze its attributes (a :class:`Step`);
+* **plan memory** — find each value's last use, so the run can drop it right after
+  (a value nobody reads any more should not sit in memory).
+
+Float precision follows the feeds: float64 in, float64 out; float32 stays float32.
+
+Making the walk cheap (a training loop calls ``run`` thousands of times, and numpy
+kernels on small arrays take microseconds, so per-step Python overhead matters):
+
+* the steps are written out once as a straight-line Python function (``plan.source``
+  shows it), so running costs one call per kernel and nothing else;
+* steps that read only constants (e.g. the seed of a backward pass, scaled and broadcast)
+  are folded: computed once per precision and kept with the constants (``plan.folded``);
+* feeds are fully checked the first time; later runs whose feeds look the same (the
+  same key objects, ndarrays of the declared shapes, one float precision) take a short
+  path; anything else gets the full check and its error messages;
+* a kernel that is a numpy ufunc (``add``, ``mul``, ...) writes its result into an
+  input buffer that dies at this step, when that buffer was made by this run (never a
+  fed array or a constant) and no other live value is a view of it — the liveness plan
+  says when that is safe, as a real framework's memory planner does;
+* compiling is linear in the graph's size: every planning pass visits each step once (the
+  in-place planner keeps one number per buffer, not a list of the values living in it),
+  so a 16,000-node chain and its gradient compile in about a second and a half;
+* outputs are the caller's: fresh, writable, sharing memory with no feed, no constant and
+  no other output. A fresh ufunc result is handed over as it is; only an output that may
+  alias (a feed or a constant asked for as such, a view such as ``reshape`` of one, the
+  same node asked for twice, a read-only ``broadcast_to``) is copied — ``plan.source``
+  ends with the lines that decide it;
+* the NaN check on the outputs is one reduction per output (``min(x)``, or the dot
+  product ``x . x`` for small ones: each is NaN exactly when some element of x is), and
+  only a hit triggers the step-by-step search that names the node.
+
+Where each part lives: the in-place and output plans in ``numpy_memory``, the generated
+program in ``numpy_codegen``; feed checks and errors, shared with the wgpu backend, in
+``common``.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass
+from functools import partial, wraps
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..graph import Graph, Node
+from ..ops.registry import spec
+from .common import FeedError, KernelError, NumericsError, created_at, feed_array, missing_feed_error, resolve_feeds
+from .numpy_codegen import generate
+from .numpy_memory import plan_inplace, plan_outputs
+
+__all__ = ["Plan", "Step"]
+
+# Why an op can make a NaN, for the NumericsError that names it.
+_NAN_HINTS = {
+    "log": "log of a negative number is NaN (and log(0) = -inf); clamp the input or add a small epsilon",
+    "sqrt": "sqrt of a negative number is NaN; check the input is >= 0 (e.g. a variance plus eps)",
+    "div": "0/0 and inf/inf are NaN; check for a zero denominator",
+    "pow": "a negative base to a fractional power is NaN",
+    "sub": "inf - inf is NaN; an earlier value overflowed",
+    "add": "inf + (-inf) is NaN; an earlier value overflowed",
+    "mul": "0 * inf is NaN; an earlier value overflowed",
+}
+
+
+
+@dataclass(slots=True)
+class Step:
+    """One bound kernel: read ``args`` slots, write ``out`` slot, then drop ``free`` slots."""
+
+    node: Node
+    kernel: Callable[..., np.ndarray]
+    args: tuple[int, ...]
+    out: int
+    free: tuple[int, ...]
+
+
+
+def _cycle_collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` with Python's cycle collector paused (and restored after).
+
+    Compiling a big graph allocates tens of thousands of small objects (steps, tuples,
+    dicts), none of them in a reference cycle; the collector would wake up again and again
+    to rescan all of them, a fifth of the compile time for a 16,000-node chain. Plain
+    reference counting still frees everything as usual.
+    """
+    @wraps(fn)
+    def paused(*args: Any, **kwargs: Any) -> Any:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+    return paused
+
+
+class Plan:
+    """A compiled, ready-to-run list of kernels for some outputs of a graph."""
+
+    backend = "numpy"
+
+    @_cycle_collector_paused
+    def __init__(self, graph: Graph, outputs: list[int]) -> None:
+        self.graph = graph
+        self.outputs = list(outputs)
+        self.node_ids = graph.ancestors(outputs)
+        self.slot = slot = {nid: k for k, nid in enumerate(self.node_ids)}
+        self.leaves: list[Node] = []     # inputs and parameters, fed at run time
+        self.constants: list[Node] = []
+        self.steps: list[Step] = []
+        # (every loop below visits each node or edge once: compiling is linear in the graph's size)
+        specs: dict[str, Any] = {}
+        compute: list[tuple[Node, Any, tuple[int, ...]]] = []   # (node, its op, its input slots)
+        last_use: dict[int, int] = {}    # slot -> index (in compute) of the last step reading it
+        for i in self.node_ids:
+            node = graph.nodes[i]
+            op = specs.get(node.op)
+            if op is None:
+                op = specs[node.op] = spec(node.op)
+            if not op.leaf:
+                args = tuple(slot[j] for j in node.inputs)
+                for a in args:
+                    last_use[a] = len(compute)
+                compute.append((node, op, args))
+            elif node.op == "constant":
+                self.constants.append(node)
+            elif node.op in ("input", "parameter"):
+                self.leaves.append(node)
+        keep = {slot[i] for i in outputs}
+        for k, (node, op, args) in enumerate(compute):
+            kernel = partial(op.numpy, **node.attrs) if node.attrs else op.numpy
+            free = tuple(sorted({a for a in args if last_use[a] == k and a not in keep}))
+            self.steps.append(Step(node, kernel, args, slot[node.id], free))
+        self._const_cache: dict[Any, list[tuple[int, np.ndarray]]] = {}
+        self._out_slots = [self.slot[i] for i in self.outputs]
+        # Constant folding: a step that reads only constants (or folded values) computes the same
+        # thing on every run — e.g. the seed chain of a backward pass, neg(1) / 64 broadcast to
+        # (64, 10). It runs once per precision, with the constants, and is then one of them.
+        const_slots = {self.slot[n.id] for n in self.constants}
+        self._folded_steps: list[Step] = []
+        self._live_steps: list[Step] = []
+        out_set = set(self._out_slots)
+        for step in self.steps:
+            # (an output is left live, computed on every run: see numpy_memory.plan_outputs)
+            if step.out not in out_set and all(a in const_slots for a in step.args):
+                const_slots.add(step.out)
+                self._folded_steps.append(step)
+            else:
+                self._live_steps.append(step)
+        #: node ids computed once per precision at the first run, not on every run
+        self.folded: list[int] = [st.node.id for st in self._folded_steps]
+        #: node id -> position of the input whose (dead, run-owned) buffer the step writes into
+        self.inplace: dict[int, int]
+        self.inplace, root, views = plan_inplace(self._live_steps, graph, self.slot, self._out_slots)
+        handover = plan_outputs(self._out_slots, root, views)
+        preloaded = sorted({a for st in self._live_steps for a in st.args if a in const_slots}
+                           | {self.slot[n.id] for n in self.leaves} | (out_set & const_slots))
+        # Equal small constants (a backward pass makes a `1` for every tanh) are read once by the program.
+        same: dict[int, int] = {}   # constant slot -> the slot of the first equal one
+        first: dict[Any, int] = {}
+        pre = set(preloaded)
+        for node in self.constants:
+            s, v = self.slot[node.id], graph.constants[node.id]
+            if s in pre and v.size <= 64:
+                same[s] = first.setdefault((v.dtype.str, v.shape, v.tobytes()), s)
+        #: the Python source of the generated program (see ``numpy_codegen.generate``)
+        self.source, self._program, self._line_step = generate(self._live_steps, self.inplace, preloaded,
+                                                                self._out_slots, handover, same)
+        # For the short feed path: which slot each feed key fills, and what each leaf expects.
+        self._key_slots: dict[int, tuple[Any, int]] = {}   # id(key) -> (key, slot or -1)
+        self._leaf_spec = {self.slot[n.id]: (n.shape, n.dtype == "float") for n in self.leaves}
+        self._env_template: dict[np.dtype, list[Any]] = {}
+
+    # -- memory planning, for the curious (and for lesson 13) ----------------------------
+    def liveness(self, itemsize: int = 4) -> list[dict[str, Any]]:
+        """Bytes alive after each step when values are dropped at their last use."""
+        live: dict[int, int] = {}
+        for n in self.leaves + self.constants:
+            live[self.slot[n.id]] = n.size * itemsize
+        rows = []
+        for s in self.steps:
+            live[s.out] = s.node.size * itemsize
+            for f in s.free:
+                live.pop(f, None)
+            rows.append({"node": s.node.id, "op": s.node.op, "live_bytes": sum(live.values()),
+                         "live_values": len(live)})
+        return rows
+
+    def __repr__(self) -> str:
+        return (f"<numpy Plan: {len(self.steps)} kernels, {len(self.leaves)} fed leaves, "
+                f"{len(self.constants)} constants, outputs {self.outputs}>")
+
+    # -- running ---------------------------------------------------------------------------
+    def _prepare(self, feeds: Mapping[Any, Any] | None, dtype: Any) -> tuple[list[Any], np.dtype]:
+        given = resolve_feeds(self.graph, feeds)
+        env: list[Any] = [None] * len(self.node_ids)
+        arrays: list[tuple[Node, np.ndarray]] = []
+        for node in self.leaves:
+            if node.id not in given:
+                raise missing_feed_error(self.graph, node, self.outputs)
+            arrays.append((node, feed_array(node, given[node.id])))
+        run_dtype = np.dtype(dtype) if dtype is not None else None
+        if run_dtype is None:
+            float_dtypes = [a.dtype for n, a in arrays if n.dtype == "float"]
+            run_dtype = np.result_type(*float_dtypes) if float_dtypes else np.dtype(np.float64)
+        if run_dtype not in (np.float32, np.float64):
+            raise FeedError(f"asgteach runs in float32 or float64, not {run_dtype}")
+        for node, arr in arrays:
+            if node.dtype == "float" and arr.dtype != run_dtype:
+                arr = arr.astype(run_dtype)
+            env[self.slot[node.id]] = arr
+        for slot, value in self._constants_for(run_dtype):
+            env[slot] = value
+        return env, run_dtype
+
+    def _constants_for(self, dtype: np.dtype) -> list[tuple[int, np.ndarray]]:
+        """(slot, value) of every constant in ``dtype``, and of every folded step (computed here, once)."""
+        cached = self._const_cache.get(dtype)
+        if cached is None:
+            cached = []
+            values: dict[int, Any] = {}
+            for node in self.constants:
+                v = self.graph.constants[node.id]
+                if v.dtype.kind == "f":
+                    v = v.astype(dtype)
+                values[self.slot[node.id]] = v
+            for step in self._folded_steps:
+                try:
+                    with np.errstate(all="ignore"):
+                        values[step.out] = step.kernel(*[values[a] for a in step.args])
+                except (NumericsError, KernelError):
+                    raise
+                except Exception as e:
+                    raise self._kernel_error(step, e) from e
+            cached = list(values.items())
+            for _, v in cached:  # shared by every run, and returned when an output is constant:
+                if isinstance(v, np.ndarray):  # read-only, so a caller's `out += 1` cannot change later runs
+                    v.setflags(write=False)
+            self._const_cache[dtype] = cached
+        return cached
+
+    def run(
+        self,
+        feeds: Mapping[Any, Any] | None = None,
+        params: Mapping[Any, Any] | None = None,
+        dtype: Any = None,
+        on_nan: str = "raise",
+    ) -> list[np.ndarray]:
+        """Compute the outputs. ``feeds``/``params``: {Tensor or name: array}.
+
+        ``dtype`` forces the float precision (default: that of the float feeds).
+        ``on_nan``: "raise" (default) explains the first node that produced a NaN;
+        "warn" or "ignore" return NaNs as they are.
+        """
+        env = self._quick_env(feeds, params, dtype)
+        all_feeds = None
+        if env is None:  # first run, or something unusual: the full check, with its messages
+            all_feeds = {**(feeds or {}), **(params or {})}
+            env, _ = self._prepare(all_feeds, dtype)
+            self._learn_keys(all_feeds)
+        with np.errstate(all="ignore"):  # inf and NaN are values here; NaNs are explained below
+            outs = self._execute(env)
+            nan = on_nan != "ignore" and _has_nan(outs)
+        if nan:
+            if all_feeds is None:
+                all_feeds = {**(feeds or {}), **(params or {})}
+            self._nan_found(all_feeds, dtype, on_nan)
+        return outs
+
+    # -- the short feed path -----------------------------------------------------------------
+    def _learn_keys(self, feeds: Mapping[Any, Any]) -> None:
+        """Remember which slot each key of a feed dict that passed the full check fills.
+
+        Keyed by the key object's identity (and holding on to it, so the id cannot be reused):
+        a Tensor's or a name's node never changes, because graphs only grow.
+        """
+        if len(self._key_slots) > 1024:  # keys made afresh on every call: do not hoard them
+            self._key_slots.clear()
+        for key in feeds:
+            (nid,) = resolve_feeds(self.graph, {key: None})
+            self._key_slots[id(key)] = (key, self.slot.get(nid, -1))
+
+    def _quick_env(self, feeds: Mapping[Any, Any] | None, params: Mapping[Any, Any] | None,
+                   dtype: Any) -> list[Any] | None:
+        """The environment for feeds like ones already fully checked, or None to take the long way.
+
+        "Like" means: every key seen before (the very same object), every value an ndarray
+        of its leaf's declared shape, all float feeds in one precision (float32 or float64,
+        and that of ``dtype`` if given), integer feeds holding integers, each leaf fed once.
+        Anything else goes through :meth:`_prepare`, which converts or explains.
+        """
+        key_slots, leaf_spec = self._key_slots, self._leaf_spec
+        filled: list[tuple[int, np.ndarray]] = []
+        run_dtype = None
+        for group in (feeds, params):
+            if not group:
+                continue
+            for key, value in group.items():
+                hit = key_slots.get(id(key))
+                if hit is None or hit[0] is not key:
+                    return None
+                slot = hit[1]
+                if slot < 0:
+                    continue  # a node of the graph that these outputs do not need
+                if type(value) is not np.ndarray:
+                    return None
+                shape, is_float = leaf_spec[slot]
+                if value.shape != shape:
+                    return None
+                vt = value.dtype
+                if is_float:
+                    if vt is not run_dtype:
+                        if run_dtype is not None or (vt != np.float32 and vt != np.float64):
+                            return None
+                        run_dtype = vt
+                elif vt.kind not in "iu":
+                    return None
+                filled.append((slot, value))
+        if run_dtype is None or len(filled) != len(leaf_spec) or (dtype is not None and np.dtype(dtype) != run_dtype):
+            return None
+        template = self._env_template.get(run_dtype)
+        if template is None:
+            template = [None] * len(self.node_ids)
+            for slot, value in self._constants_for(run_dtype):
+                template[slot] = value
+            self._env_template[run_dtype] = template
+        env = template.copy()
+        for slot, value in filled:
+            if env[slot] is not None:  # the same leaf fed twice (e.g. in feeds and params)
+                return None
+            env[slot] = value
+        return env
+
+    def _execute(self, env: list[Any], watch: Callable[[Step, list[Any]], None] | None = None) -> list[Any]:
+        """Run every step; return the outputs. With ``watch``: one step at a time, nothing overwritten.
+
+        Callers run this under ``np.errstate(all="ignore")``.
+        """
+        step = self.steps[0] if self.steps else None
+        try:
+            if watch is None:
+                return self._program(env)
+            for step in self.steps:
+                env[step.out] = step.kernel(*[env[a] for a in step.args])
+                watch(step, env)
+            return [env[s] for s in self._out_slots]
+        except (NumericsError, KernelError, _Stop):
+            raise  # already explained by the kernel (or the watcher's own signal)
+        except Exception as e:
+            error = e
+        if watch is None:  # which line of the generated program raised: that is the step
+            tb = error.__traceback__
+            while tb is not None and tb.tb_frame.f_code is not self._program.__code__:
+                tb = tb.tb_next
+            k = self._line_step.get(tb.tb_lineno) if tb is not None else None
+            if k is None:
+                raise error
+            step = self._live_steps[k]
+        raise self._kernel_error(step, error) from error
+
+    def _kernel_error(self, step: Step, error: BaseException) -> KernelError:
+        node = step.node
+        shapes = ", ".join(str(self.graph.nodes[i].shape) for i in node.inputs)
+        return KernelError(
+            f"{node.op} (node #{node.id} '{node.name}', inputs {shapes}) failed while running: {error}\n"
+            f"  created at {created_at(node)}"
+        )
+
+    def _nan_found(self, feeds: Mapping[Any, Any], dtype: Any, on_nan: str) -> None:
+        """Re-run step by step to find the first NaN, and explain it."""
+        import warnings
+
+        env, _ = self._prepare(feeds, dtype)
+        for node in self.leaves:
+            arr = env[self.slot[node.id]]
+            if arr.dtype.kind == "f" and np.isnan(arr).any():
+                where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
+                msg = (f"the feed for {node.op} '{node.name}' contains NaN "
+                       f"({int(np.isnan(arr).sum())} of {arr.size} values, first at index {where})")
+                if on_nan == "raise":
+                    raise NumericsError(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=3)
+                return
+
+        def watch(step: Step, env: list[Any]) -> None:
+            out = env[step.out]
+            if out.dtype.kind != "f" or not np.isnan(out).any():
+                return
+            node = step.node
+            lines = []
+            for i in node.inputs:
+                v = env[self.slot[i]]
+                src = self.graph.nodes[i]
+                if v.dtype.kind == "f" and v.size:
+                    lines.append(f"    input #{i} {src.op} '{src.name}' {v.shape}: min {np.nanmin(v):.4g}, "
+                                 f"max {np.nanmax(v):.4g}, NaN {int(np.isnan(v).sum())}")
+            first = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
+            hint = _NAN_HINTS.get(node.op, "check this op's inputs for values outside its domain")
+            msg = (f"NaN first appears in {node.op} (node #{node.id} '{node.name}', {node.phase} pass), "
+                   f"created at {created_at(node)}\n  {int(np.isnan(out).sum())} of {out.size} values are NaN, "
+                   f"first at index {first}\n" + "\n".join(lines) + f"\n  why: {hint}")
+            if on_nan == "raise":
+                raise NumericsError(msg)
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+            raise _Stop
+
+        try:
+            with np.errstate(all="ignore"):
+                self._execute(env, watch)
+        except _Stop:
+            pass
+
+
+class _Stop(Exception):
+    pass
+
+
+def _has_nan(outs: Sequence[Any]) -> bool:
+    """Whether any float output holds a NaN.
+
+    One reduction per output, no temporary, and it cannot invent a NaN (a sum could, from
+    inf - inf): ``min`` propagates NaN; so does the dot product ``x . x`` (squares are never
+    negative, overflow gives inf), which BLAS does faster on small arrays. NaN is the one
+    value not equal to itself. A hit is confirmed element by element. (Call under errstate:
+    the dot product may overflow, harmlessly.)
+    """
+    for o in outs:
+        if o.dtype.kind != "f":
+            continue
+        if o.ndim == 0:
+            r = o
+        elif o.size > 16384:
+            r = np.minimum.reduce(o, axis=None)
+        else:
+            flat = o if o.ndim == 1 else o.ravel()
+            r = flat.dot(flat)
+        if r != r and np.isnan(o).any():
+            return True
+    return False
