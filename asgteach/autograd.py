@@ -8,16 +8,20 @@ appended to the same ASG. You can draw them, run them on any backend, and — be
 are ordinary nodes — differentiate them again (``grad`` of ``grad``: Hessian-vector
 products).
 
-The algorithm, in the words of the code below:
+The algorithm, in the words of the code below (``grad`` holds the sweep itself, on one
+screen; each chore has a named helper):
 
-1. Find the nodes that matter: those that depend on some ``x`` *and* that ``y`` depends
-   on through differentiable edges. Nothing else gets a gradient node.
-2. Seed: the gradient of ``y`` with respect to itself is 1 (or the ``seed`` you give).
+1. Find the nodes that matter (``_on_paths``): those that depend on some ``x`` *and* that
+   ``y`` depends on through differentiable edges. Nothing else gets a gradient node.
+2. Seed (``_seed``): the gradient of ``y`` with respect to itself is 1 (or the ``seed``
+   you give).
 3. Visit the nodes from ``y`` backwards. A node's gradient is the SUM of what all its
-   consumers sent it (fan-out: ``x`` used twice gets two contributions, added with
-   ``add`` nodes — forgetting the sum, ``=`` instead of ``+=``, is a classic bug).
-   Then call the node's rule to send contributions to its inputs.
-4. Return the accumulated gradient of each ``x`` as a Tensor.
+   consumers sent it (:func:`accumulate`; fan-out: ``x`` used twice gets two
+   contributions, added with ``add`` nodes — forgetting the sum, ``=`` instead of ``+=``,
+   is a classic bug, and :func:`accumulation` lets a lesson plant it). Then call the
+   node's rule to send contributions to its inputs (``_check_rule_result`` checks them).
+4. Return the accumulated gradient of each ``x`` as a Tensor, and record the sweep in
+   ``graph.passes`` for the step-through view (``_record_pass``).
 
 ``at.jvp`` is forward mode: it pushes a tangent from the inputs to the outputs, one node
 at a time, in graph order.
@@ -25,7 +29,8 @@ at a time, in graph order.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,7 +41,7 @@ from .ops.reduce import sum as _sum
 from .ops.registry import NotDifferentiableError, VjpContext, spec
 from .tensor import Tensor
 
-__all__ = ["grad", "jvp", "hvp", "NotDifferentiableError"]
+__all__ = ["grad", "jvp", "hvp", "accumulation", "accumulate", "NotDifferentiableError"]
 
 
 def _graph_of(tensors: Sequence[Tensor]) -> Graph:
@@ -64,13 +69,46 @@ def _context(graph: Graph, node_id: int, needs: tuple[bool, ...]) -> VjpContext:
     )
 
 
-def _accumulate(parts: list[Tensor], node_id: int, graph: Graph) -> Tensor:
-    """Sum the gradient contributions a node received (one per use of it)."""
+def accumulate(parts: list[Tensor], node_id: int, graph: Graph) -> Tensor:
+    """A node's gradient: the SUM of the contributions its consumers sent it (one per use).
+
+    ``x`` used twice gets two contributions, added with an ``add`` node marked
+    ``meta["accumulates"] = node_id`` (the step-through view shows those adds). This is the
+    one place where contributions meet; :func:`accumulation` swaps it for a bug hunt.
+    """
     total = parts[0]
     for p in parts[1:]:
         with graph.phase("backward", accumulates=node_id):
             total = total + p
     return total
+
+
+#: how the reverse sweep combines a node's contributions (``accumulation`` replaces it for a while)
+_combine: Callable[[list[Tensor], int, Graph], Tensor] = accumulate
+
+
+@contextmanager
+def accumulation(rule: Callable[[list[Tensor], int, Graph], Tensor]) -> Iterator[None]:
+    """Inside the block, ``grad`` combines each node's contributions with ``rule`` instead of summing.
+
+    ``rule(parts, node_id, graph) -> Tensor`` gets the contributions a node received (a
+    list of Tensors, in the order they arrived), the node's id and the graph. It is the hook
+    the bug-hunt lessons use to plant the classic fan-out bug, ``=`` instead of ``+=``::
+
+        def last_one_wins(parts, node_id, graph):
+            return parts[-1]
+
+        with autograd.accumulation(last_one_wins):
+            report = at.gradcheck(loss, [x], feeds)   # wrong wherever a value is used twice
+
+    Leaving the block restores the previous rule, also after an error. Blocks nest.
+    """
+    global _combine
+    previous, _combine = _combine, rule
+    try:
+        yield
+    finally:
+        _combine = previous
 
 
 def _blocked_error(graph: Graph, node_id: int, x_names: str) -> NotDifferentiableError:
@@ -108,9 +146,43 @@ def grad(
     xs_list, single = _as_list(xs)
     graph = _graph_of([y, *xs_list])
     source = user_source()
-    for x in xs_list:
+    _check_float(xs_list)
+    seed_t = _seed(graph, y, seed, source)
+    active = _on_paths(graph, xs_list, y)                   # 1. only these nodes get a gradient
+
+    # 2.-3. the reverse sweep: from y back to the xs, in reverse topological order (descending id)
+    sent: dict[int, list[Tensor]] = {y.node_id: [seed_t]}   # node id -> contributions its consumers sent
+    grads: dict[int, Tensor] = {}                           # node id -> d y / d node, complete
+    for node_id in sorted(active, reverse=True):
+        if node_id not in sent:
+            continue
+        g = grads[node_id] = _combine(sent[node_id], node_id, graph)   # fan-out: sum, not overwrite
+        node = graph.nodes[node_id]
+        op = spec(node.op)
+        needs = tuple(i in active and op.differentiable_input(k) for k, i in enumerate(node.inputs))
+        if not any(needs):                                   # a leaf, or no input leads back to an x
+            continue
+        with graph.phase("backward", vjp_of=node_id):
+            contributions = op.vjp(_context(graph, node_id, needs), g)   # the rule, in graph ops
+        _check_rule_result(graph, node, contributions, needs)
+        for inp, c, need in zip(node.inputs, contributions, needs):
+            if need and c is not None:
+                sent.setdefault(inp, []).append(c)
+
+    # 4. results (an x that y does not depend on: exactly zero)
+    results = [grads[x.node_id] if x.node_id in grads else _zero_gradient(graph, x, source) for x in xs_list]
+    _record_pass(graph, y, seed_t, grads, xs_list, results, source)
+    return results[0] if single else results
+
+
+def _check_float(xs: list[Tensor]) -> None:
+    for x in xs:
         if x.dtype != "float":
             raise TypeError(f"grad: {x.node.describe()} holds integers; gradients exist only for float tensors")
+
+
+def _seed(graph: Graph, y: Tensor, seed: Tensor | np.ndarray | float | None, source: str) -> Tensor:
+    """The gradient flowing into ``y``: 1 for a scalar y, else the given seed (of y's shape)."""
     with graph.phase("backward", seed_of=y.node_id):
         if seed is None:
             if y.shape != ():
@@ -118,91 +190,84 @@ def grad(
                     f"grad: y has shape {y.shape}, but a gradient needs a scalar y (e.g. at.sum(y) or a loss)"
                     f" — or pass seed= with shape {y.shape} to get a vector-Jacobian product.\n  at {source}"
                 )
-            seed_t = constant(1.0, name="1 (seed)", graph=graph, source=source)
-        else:
-            seed_t = seed if isinstance(seed, Tensor) else constant(np.asarray(seed, dtype=np.float64), name="seed",
-                                                                    graph=graph, source=source)
-            if seed_t.shape != y.shape:
-                raise ValueError(f"grad: seed has shape {seed_t.shape} but y has shape {y.shape}\n  at {source}")
+            return constant(1.0, name="1 (seed)", graph=graph, source=source)
+        seed_t = seed if isinstance(seed, Tensor) else constant(np.asarray(seed, dtype=np.float64), name="seed",
+                                                                graph=graph, source=source)
+        if seed_t.shape != y.shape:
+            raise ValueError(f"grad: seed has shape {seed_t.shape} but y has shape {y.shape}\n  at {source}")
+        return seed_t
 
-    # 1. the nodes that y depends on through differentiable edges ...
-    to_y: set[int] = set()
-    blockers: set[int] = set()
+
+def _on_paths(graph: Graph, xs: list[Tensor], y: Tensor) -> set[int]:
+    """The nodes on a differentiable path from some x to y: the only ones that need a gradient.
+
+    First forward over y's ancestors (in graph order): which of them depend on an x. Then
+    back from y along differentiable edges, staying among those (every node on a path from
+    an x to y depends on that x). A node on such a path whose op has no backward rule
+    (``argmax``) would have to pass the gradient on: an error naming it (the first one).
+    An edge that takes no gradient (embedding's ids) is no path.
+    """
+    from_x = {x.node_id for x in xs}
+    for i in graph.ancestors([y.node_id]):
+        if any(j in from_x for j in graph.nodes[i].inputs):
+            from_x.add(i)
+    active: set[int] = set()
+    blockers: list[int] = []
     stack = [y.node_id]
     while stack:
         i = stack.pop()
-        if i in to_y:
+        if i in active or i not in from_x:
             continue
-        to_y.add(i)
+        active.add(i)
         node = graph.nodes[i]
         op = spec(node.op)
-        if op.leaf:
-            continue
-        if op.not_differentiable is not None:
-            blockers.add(i)
-            continue
-        stack.extend(inp for k, inp in enumerate(node.inputs) if op.differentiable_input(k))
-    # ... and that depend on some x
-    x_ids = {x.node_id for x in xs_list}
-    from_x: set[int] = set(x_ids)
-    for node in graph.nodes[min(x_ids): y.node_id + 1]:
-        if node.id not in from_x and any(i in from_x for i in node.inputs):
-            from_x.add(node.id)
-    for b in sorted(blockers):
-        if any(i in from_x for i in graph.nodes[b].inputs):
-            raise _blocked_error(graph, b, ", ".join(repr(x.name) for x in xs_list))
-    active = to_y & from_x
+        if op.not_differentiable is None:
+            stack.extend(j for k, j in enumerate(node.inputs) if op.differentiable_input(k))
+        elif any(j in from_x for j in node.inputs):
+            blockers.append(i)
+    if blockers:
+        raise _blocked_error(graph, min(blockers), ", ".join(repr(x.name) for x in xs))
+    return active
 
-    # 2.-3. reverse sweep
-    grads: dict[int, list[Tensor]] = {y.node_id: [seed_t]}
-    order: list[int] = []
-    done: dict[int, Tensor] = {}
-    for node_id in sorted(active, reverse=True):
-        parts = grads.get(node_id)
-        if not parts:
-            continue
-        total = _accumulate(parts, node_id, graph)
-        done[node_id] = total
-        node = graph.nodes[node_id]
-        op = spec(node.op)
-        if op.leaf:
-            continue
-        order.append(node_id)
-        needs = tuple(i in active and op.differentiable_input(k) for k, i in enumerate(node.inputs))
-        if not any(needs):
-            continue
-        with graph.phase("backward", vjp_of=node_id):
-            contributions = op.vjp(_context(graph, node_id, needs), total)
-        if len(contributions) != len(node.inputs):
-            raise RuntimeError(f"the backward rule of {node.op} returned {len(contributions)} gradients "
-                               f"for {len(node.inputs)} inputs")
-        for k, (inp, contrib) in enumerate(zip(node.inputs, contributions)):
-            if contrib is None or not needs[k]:
-                continue
-            want = graph.nodes[inp].shape
-            if contrib.shape != want:
-                raise ValueError(
-                    f"the backward rule of {node.op} (node #{node_id}, created at {node.source}) returned a "
-                    f"gradient of shape {contrib.shape} for its input {k}, which has shape {want}. "
-                    f"A gradient always has its input's shape; a broadcast input needs sum_to(g, {want})."
-                )
-            grads.setdefault(inp, []).append(contrib)
 
-    # 4. results
-    results = []
-    for x in xs_list:
-        if x.node_id in done:
-            results.append(done[x.node_id])
-        else:  # y does not depend on x: the gradient is exactly zero
-            with graph.phase("backward", grad_of=x.node_id):
-                results.append(_shape.broadcast_to(constant(0.0, graph=graph, source=source), x.shape))
-    for x, r in zip(xs_list, results):
+def _check_rule_result(graph: Graph, node: Any, contributions: Sequence[Tensor | None],
+                       needs: tuple[bool, ...]) -> None:
+    """A backward rule returns one gradient (or None) per input, each of its input's shape."""
+    if len(contributions) != len(node.inputs):
+        raise RuntimeError(f"the backward rule of {node.op} returned {len(contributions)} gradients "
+                           f"for {len(node.inputs)} inputs")
+    for k, (inp, contrib) in enumerate(zip(node.inputs, contributions)):
+        if contrib is None or not needs[k]:
+            continue
+        want = graph.nodes[inp].shape
+        if contrib.shape != want:
+            raise ValueError(
+                f"the backward rule of {node.op} (node #{node.id}, created at {node.source}) returned a "
+                f"gradient of shape {contrib.shape} for its input {k}, which has shape {want}. "
+                f"A gradient always has its input's shape; a broadcast input needs sum_to(g, {want})."
+            )
+
+
+def _zero_gradient(graph: Graph, x: Tensor, source: str) -> Tensor:
+    with graph.phase("backward", grad_of=x.node_id):
+        return _shape.broadcast_to(constant(0.0, graph=graph, source=source), x.shape)
+
+
+def _record_pass(graph: Graph, y: Tensor, seed: Tensor, grads: dict[int, Tensor], xs: list[Tensor],
+                 results: list[Tensor], source: str) -> None:
+    """Bookkeeping for the step-through view (widgets/steps.py reads ``graph.passes``).
+
+    Marks each result with the x it is the gradient of, and records the sweep: ``order``
+    holds the nodes whose rule was visited (those with a gradient, leaves left out, in visit
+    order), ``grads`` maps each node to the node holding its gradient.
+    """
+    for x, r in zip(xs, results):
         r.node.meta.setdefault("grad_of", x.node_id)
+    order = [i for i in grads if not spec(graph.nodes[i].op).leaf]   # grads was filled in visit order
     graph.passes.append({
-        "kind": "grad", "y": y.node_id, "seed": seed_t.node_id, "order": order,
-        "grads": {str(k): v.node_id for k, v in done.items()}, "source": source,
+        "kind": "grad", "y": y.node_id, "seed": seed.node_id, "order": order,
+        "grads": {str(k): v.node_id for k, v in grads.items()}, "source": source,
     })
-    return results[0] if single else results
 
 
 def jvp(
@@ -303,7 +368,24 @@ def _tangents_for(xs: list[Tensor], tangents: Any) -> list[Any]:
 
 
 def _jvp_from_vjp(graph: Graph, node_id: int, ctx: VjpContext, tangents: list[Tensor | None]) -> Tensor:
-    """J t from the VJP rule: J t = d/du <J^T u, t> (the value of u does not matter)."""
+    """The tangent J t of one node, from its VJP rule (for an op with no ``jvp`` rule of its own).
+
+    The VJP rule maps a gradient u to J^T u, and it is linear in u. So the scalar
+    ``s(u) = <J^T u, t>`` equals ``<u, J t>``, and its gradient with respect to u is exactly
+    J t — which ``grad`` can build. Because s is linear, the value of u never matters: a
+    constant of zeros stands in for it (``u (linearisation point)``).
+
+    Worked example: ``y = a * b`` (elementwise), tangents ``ta`` and ``tb``.
+
+    * the VJP rule sends ``u * b`` to a and ``u * a`` to b: that is J^T u;
+    * ``s = sum(u * b * ta) + sum(u * a * tb)``: the inner product with the tangents;
+    * ``ds/du = b * ta + a * tb``: the product rule, the JVP of mul. With a = 2, b = 3,
+      ta = 1, tb = 0: J t = 3 (nudging a by 1 moves y by b).
+
+    The same steps turn ``matmul``'s rule (``u @ B.T``, ``A.T @ u``) into ``tA @ B + A @ tB``.
+    The nodes this appends are part of the forward-mode graph; ``grad`` of ``s`` is an
+    ordinary reverse sweep over the few nodes between u and s.
+    """
     node = graph.nodes[node_id]
     u = constant(np.zeros(node.shape), name="u (linearisation point)", graph=graph)
     pulled = spec(node.op).vjp(ctx, u)

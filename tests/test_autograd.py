@@ -45,6 +45,35 @@ def test_fan_out_accumulates_with_add() -> None:
     np.testing.assert_allclose(at.run(dx, {x: X}), np.exp(X) + 1 - np.tanh(X) ** 2 + 3.0)
 
 
+def test_accumulation_hook_replaces_the_sum_inside_its_block_only() -> None:
+    """``autograd.accumulation`` is the public hook the fan-out bug hunt plants its bug with."""
+    from asgteach import autograd
+
+    seen: list[tuple[int, int]] = []
+
+    def last_one_wins(parts, node_id, graph):
+        seen.append((node_id, len(parts)))
+        return parts[-1]
+
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.sum(x * x + x)          # x: three contributions (two from mul, one from add)
+        with autograd.accumulation(last_one_wins):
+            bad = at.grad(y, x)
+        good = at.grad(y, x)
+    X = np.array([1.0, 2.0, -1.0])
+    assert (x.node_id, 3) in seen
+    np.testing.assert_allclose(at.run(good, {x: X}), 2 * X + 1)
+    assert not np.allclose(at.run(bad, {x: X}), 2 * X + 1)
+    with pytest.raises(RuntimeError, match="inside"):
+        with autograd.accumulation(last_one_wins):
+            raise RuntimeError("inside the block")
+    with at.Graph():   # restored after an error too
+        x = at.input("x", (3,))
+        again = at.grad(at.sum(x * x + x), x)
+    np.testing.assert_allclose(at.run(again, {x: X}), 2 * X + 1)
+
+
 def test_fan_out_of_an_intermediate_node() -> None:
     """h feeds three consumers; a '=' instead of '+=' would keep only one contribution."""
     with at.Graph():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach import autograd, resources
+from asgteach import resources
 from asgteach.lessons import (
     ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
     check_vjp_rule, exercise, numerical_gradient, reference, status,
@@ -224,16 +224,19 @@ def test_fanout_bug_keeps_the_last_contribution_and_has_no_culprit_rule() -> Non
     assert "look at how gradients are combined" in report.summary()
     np.testing.assert_allclose(at.run(dx_right, {x: np.ones(3)}), [3.0, 3.0, 3.0])
     assert not np.allclose(at.run(dx, {x: np.ones(3)}), 3.0)
-    assert autograd._accumulate.__name__ == "_accumulate"
 
 
 def test_bugs_are_removed_even_after_an_error() -> None:
-    div, sub, acc = registry.spec("div"), registry.spec("sub"), autograd._accumulate
+    div, sub = registry.spec("div"), registry.spec("sub")
     for lesson in (3, 4, 5):
         with pytest.raises(RuntimeError):
             with bugs.mystery(lesson):
                 raise RuntimeError("student code failed")
-    assert registry.spec("div") is div and registry.spec("sub") is sub and autograd._accumulate is acc
+    assert registry.spec("div") is div and registry.spec("sub") is sub
+    with at.Graph():   # the fan-out bug is gone too: x used twice gets both contributions
+        x = at.input("x", (3,))
+        dx = at.grad(at.sum(x * x + x), x)
+    np.testing.assert_allclose(at.run(dx, {x: np.ones(3)}), [3.0, 3.0, 3.0])
     with pytest.raises(KeyError, match="lessons with a bug hunt: \\[3, 4, 5\\]"):
         with bugs.mystery(7):
             pass

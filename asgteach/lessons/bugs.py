@@ -76,19 +76,14 @@ def sub_sign_flipped() -> Iterator[None]:
 def fanout_overwrites() -> Iterator[None]:
     """At a fan-out, the gradient contributions overwrite each other (``=``) instead of adding up (``+=``).
 
-    Patches :func:`asgteach.autograd._accumulate`, the one place where a node's contributions
-    are summed, so that only the last contribution it received survives.
+    Uses :func:`asgteach.autograd.accumulation`, the hook on the one place where a node's
+    contributions are summed, so that only the last contribution it received survives.
     """
-    original = autograd._accumulate
-
     def last_one_wins(parts: list[Tensor], node_id: int, graph: Any) -> Tensor:
         return parts[-1]
 
-    autograd._accumulate = last_one_wins
-    try:
+    with autograd.accumulation(last_one_wins):
         yield
-    finally:
-        autograd._accumulate = original
 
 
 @dataclass(frozen=True)
