@@ -1,0 +1,266 @@
+"""Imports run one way: down the layers of docs/DESIGN.md ("Layout").
+
+The test reads every module of the package with ``ast`` (nothing is imported) and lists each
+import of one of our modules, wherever it is written: at the top, inside a function (a lazy
+import is still a dependency: it only runs later), or as ``importlib.import_module("asgteach...")``.
+Only imports under ``if TYPE_CHECKING:`` are left out: they exist for type checkers and never run.
+
+A module may import
+
+* modules of its own unit (a package and its submodules, or the modules named together below), and
+* modules of a LOWER layer.
+
+Anything else fails: an import up a layer, and an import between two units of one layer (``nn``
+and ``widgets`` stay independent of each other). When a module is added, put it in ``LAYERS``.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "asgteach"
+
+#: The layers, bottom first: {unit: the modules (and packages) it holds}.
+LAYERS: list[dict[str, tuple[str, ...]]] = [
+    {  # 0: leaves, importing nothing of ours
+        "source": ("asgteach.source",),          # the user's file:line, for errors
+        "usertext": ("asgteach.usertext",),      # user text made safe for HTML / MathJax
+        "resources": ("asgteach.resources",),    # where shaders and lessons live
+        "plots": ("asgteach.plots",),            # matplotlib figures (gradcheck, loss chart)
+        "datasets": ("asgteach.datasets",),      # small bundled data sets
+    },
+    {  # 1: the graph and the shape rules
+        "shapes": ("asgteach.shapes",),
+        "graph": ("asgteach.graph",),
+    },
+    {  # 2: the ops. Tensor is the ops' handle: its operators call ops, and every op returns a Tensor
+        "ops": ("asgteach.ops", "asgteach.tensor"),
+    },
+    {  # 3: what reads the op registry: differentiation, explanations, sample inputs
+        "autograd": ("asgteach.autograd",),
+        "explain": ("asgteach.explain",),
+        "opsamples": ("asgteach.opsamples",),
+    },
+    {  # 4: running graphs
+        "backends": ("asgteach.backends",),
+    },
+    {  # 5: checking gradients; re-running notebook cells (drops cached plans)
+        "gradcheck": ("asgteach.gradcheck",),
+        "cells": ("asgteach.cells",),
+    },
+    {  # 6: layers and training; the notebook views
+        "nn": ("asgteach.nn",),
+        "widgets": ("asgteach.widgets",),
+    },
+    {  # 7: the public API (`import asgteach as at`)
+        "api": ("asgteach",),
+    },
+    {  # 8: what is built from the public API: the course and the tools
+        "lessons": ("asgteach.lessons",),
+        "course": ("asgteach.course",),
+        "demo": ("asgteach.demo",),
+        "doctor": ("asgteach.doctor",),
+        "examples": ("asgteach.examples",),
+        "opcheck": ("asgteach.opcheck",),
+    },
+    {  # 9: the command line
+        "cli": ("asgteach.cli", "asgteach.__main__"),
+    },
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def unit_of(module: str) -> tuple[int, str] | None:
+    """(layer, unit) of ``module``: the unit naming the longest prefix of it ("asgteach" itself: exactly)."""
+    best: tuple[int, int, str] | None = None
+    for layer, units in enumerate(LAYERS):
+        for unit, prefixes in units.items():
+            for prefix in prefixes:
+                if module == prefix or (prefix != "asgteach" and module.startswith(prefix + ".")):
+                    if best is None or len(prefix) > best[0]:
+                        best = (len(prefix), layer, unit)
+    return None if best is None else (best[1], best[2])
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute name a ``from ... import`` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if node.level > 1:
+        base = base[: -(node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _targets(module: str, is_package: bool, node: ast.AST) -> list[str]:
+    """The modules of ours that the import statement (or import_module call) ``node`` loads."""
+    names: list[str] = []
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = _resolve(module, is_package, node)
+        # `from asgteach import ops` loads the module asgteach.ops; `from asgteach import Tensor` loads asgteach
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+    elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called == "import_module" and isinstance(node.args[0].value, str):
+            names = [node.args[0].value]
+    out = []
+    for name in names:
+        if name != "asgteach" and not name.startswith("asgteach."):
+            continue
+        # importing a.b.c runs a.b's __init__ too (the root package's is always running already)
+        parts = name.split(".")
+        out += [".".join(parts[:k]) for k in range(2, len(parts))] + [name]
+    return out
+
+
+def _walk(tree: ast.AST):
+    """Every node, except what sits under ``if TYPE_CHECKING:``."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_edges() -> list[tuple[str, int, str]]:
+    """(module, line, imported module) for every import of ours in the package."""
+    edges = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in _walk(tree):
+            for target in _targets(module, path.name == "__init__.py", node):
+                edges.append((module, node.lineno, target))
+    return edges
+
+
+EDGES = import_edges()
+
+
+def test_the_walk_sees_top_level_lazy_and_dynamic_imports_but_not_type_checking_ones() -> None:
+    tree = ast.parse("from typing import TYPE_CHECKING\n"
+                     "from .graph import Graph\n"
+                     "if TYPE_CHECKING:\n    from .widgets import view\n"
+                     "def f():\n    from . import nn\n    import asgteach.backends.common\n"
+                     "    importlib.import_module('asgteach.lessons')\n")
+    found = sorted(t for node in _walk(tree) for t in _targets("asgteach.tensor", False, node))
+    assert found == ["asgteach.backends", "asgteach.backends.common", "asgteach.graph", "asgteach.lessons",
+                     "asgteach.nn"]
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted(m for m in MODULES if unit_of(m) is None)
+    assert not missing, f"put these modules in a unit of LAYERS (tests/test_imports.py) and DESIGN.md: {missing}"
+
+
+def test_imports_only_go_down() -> None:
+    deepest: dict[tuple[str, int, str], str] = {}  # (module, line, unit reached) -> the module named there
+    for module, line, target in EDGES:
+        (layer, unit), (to_layer, to_unit) = unit_of(module) or (-1, "?"), unit_of(target) or (-1, "?")
+        if unit != to_unit and to_layer >= layer and len(target) > len(deepest.get((module, line, to_unit), "")):
+            deepest[(module, line, to_unit)] = target
+    wrong = []
+    for (module, line, to_unit), target in deepest.items():
+        (layer, unit), to_layer = unit_of(module) or (-1, "?"), (unit_of(target) or (-1, "?"))[0]
+        wrong.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports {target} "
+                     f"({'up' if to_layer > layer else 'sideways'}: {unit} is layer {layer}, "
+                     f"{to_unit} is layer {to_layer})")
+    assert not wrong, "imports that do not go down a layer:\n  " + "\n  ".join(sorted(wrong))
+
+
+def test_leaves_import_nothing_of_ours_and_graph_only_leaves() -> None:
+    """Layer 0 may be used by anyone because it uses nothing; graph.py, the bottom of the stack, reads only it."""
+    for module, _, target in EDGES:
+        layer, unit = unit_of(module) or (-1, "?")
+        if layer == 0:
+            assert unit_of(target) == (layer, unit), f"{module} is a leaf but imports {target}"
+        if module == "asgteach.graph":
+            assert (unit_of(target) or (-1, "?"))[0] == 0, f"graph.py imports {target}, which is not a leaf"
+
+
+def test_our_modules_are_imported_plainly() -> None:
+    """Only optional third-party packages may sit in a try/except: a broken module of ours must fail loudly."""
+    guarded = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Try) or not node.handlers:
+                continue
+            for inner in (n for stmt in node.body for n in ast.walk(stmt)):
+                if _targets(module, path.name == "__init__.py", inner):
+                    guarded.append(f"{path.relative_to(PACKAGE.parent)}:{inner.lineno}")
+    assert not guarded, f"imports of our own modules inside try/except: {guarded}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_uses() -> list[str]:
+    """Private names (``_x``) of one unit used by another: imported, or read off an imported module."""
+    found = []
+    for module, path in MODULES.items():
+        here = unit_of(module)
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        aliases: dict[str, str] = {}  # local name -> our module it stands for
+        for node in _walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                base = _resolve(module, path.name == "__init__.py", node)
+                for a in node.names:
+                    full = f"{base}.{a.name}"
+                    if full in MODULES:
+                        aliases[a.asname or a.name] = full
+                    elif (base == "asgteach" or base.startswith("asgteach.")) and _private(a.name) \
+                            and unit_of(base) != here:
+                        found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {base}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in MODULES and a.asname:
+                        aliases[a.asname] = a.name
+        for node in _walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr)
+                    and node.value.id in aliases and unit_of(aliases[node.value.id]) != here):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} uses "
+                             f"{aliases[node.value.id]}.{node.attr}")
+    return sorted(set(found))
+
+
+def test_no_private_names_across_units() -> None:
+    """A helper another unit needs is public where it belongs (and documented), not reached for as ``_x``."""
+    found = private_uses()
+    assert not found, "private names used from another unit:\n  " + "\n  ".join(found)
+
+
+def test_a_graph_is_drawn_through_the_hook_the_widgets_set() -> None:
+    """graph.py imports no widgets: widgets.show hands it the notebook display; without it, the plain repr."""
+    import asgteach as at
+    from asgteach import graph
+    from asgteach.widgets.show import notebook_bundle
+
+    assert graph.display_hook is notebook_bundle
+    with at.Graph() as g:
+        x = at.input("x", (2,))
+    saved, graph.display_hook = graph.display_hook, None
+    try:
+        assert x._repr_mimebundle_() == {"text/plain": repr(x)} and g._repr_mimebundle_() == {"text/plain": repr(g)}
+    finally:
+        graph.display_hook = saved
+    assert "text/html" in x._repr_mimebundle_()
