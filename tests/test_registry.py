@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.ops import CATEGORIES, REGISTRY
+from asgteach.ops import REGISTRY
 
 from opcases import cases_for
 
@@ -33,17 +33,16 @@ def test_every_op_has_a_test_case(name: str) -> None:
 
 @pytest.mark.parametrize("name", NON_LEAF)
 def test_op_contract(name: str) -> None:
+    """What register() does not check itself (a unique name, a known category and a vjp or a
+    not_differentiable mark are its job: test_register_refuses_incomplete_specs)."""
     s = REGISTRY[name]
-    assert s.name == name
     assert callable(s.numpy), f"{name} has no numpy kernel"
     assert callable(s.infer), f"{name} has no shape rule"
-    assert s.vjp is not None or s.not_differentiable, f"{name} needs a vjp or an explicit not_differentiable reason"
     if s.not_differentiable is not None:
         assert isinstance(s.not_differentiable, str) and s.not_differentiable.strip()
     if s.zero_gradient is not None:
         assert isinstance(s.zero_gradient, str) and s.zero_gradient.strip()
-    assert s.category in CATEGORIES, f"{name}: category {s.category!r} is not one of {CATEGORIES}"
-    assert hasattr(s, "wgsl") and isinstance(s.wgsl, str) and s.wgsl, f"{name}: wgsl slot must name a kernel"
+    assert isinstance(s.wgsl, str) and s.wgsl, f"{name}: wgsl slot must name a kernel"
     if s.arity is not None and s.diff_inputs is not None:
         assert len(s.diff_inputs) == s.arity
     if s.arity is not None and not isinstance(s.input_kinds, str):
@@ -54,7 +53,7 @@ def test_op_contract(name: str) -> None:
 @pytest.mark.parametrize("name", LEAVES)
 def test_leaves_have_no_kernel(name: str) -> None:
     s = REGISTRY[name]
-    assert s.leaf and s.numpy is None and s.category == name
+    assert s.numpy is None and s.category == name
 
 
 def test_register_refuses_incomplete_specs() -> None:

@@ -205,7 +205,7 @@ def test_trainer_on_wgpu_keeps_weights_on_the_device_and_matches_numpy(tmp_path)
     for k, v in results["numpy"][1].items():
         np.testing.assert_allclose(results["wgpu"][1][k], v, rtol=2e-4, atol=1e-5)
     tr = results["wgpu"][2]
-    stats = tr._plan.stats
+    stats = tr.plan.stats
     assert stats["submits"] == 1 and stats["host_syncs"] == 1
     param_bytes = sum(v.nbytes for v in tr.params.values())
     assert stats["upload_bytes"] < param_bytes, stats  # only the batch, lr and step travel
@@ -219,5 +219,5 @@ def test_trainer_on_wgpu_keeps_weights_on_the_device_and_matches_numpy(tmp_path)
     x = at.Tensor(g, g.find("x").id)
     t = at.Tensor(g, g.find("t").id)
     tr.train_step({x: X.astype(np.float32), t: T.astype(np.float32)})
-    assert tr._plan.stats["upload_bytes"] >= param_bytes  # parameters were uploaded again
+    assert tr.plan.stats["upload_bytes"] >= param_bytes  # parameters were uploaded again
     assert all(np.abs(v).max() < 0.2 for v in tr.params.values())  # one step away from zeros

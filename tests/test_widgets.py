@@ -182,9 +182,12 @@ def test_graphview_state_machine_without_a_browser():
     view = GraphView(loss, feeds=feeds)
     assert view.mode == "both" and view.expanded is None
     ids = lambda: {w.data["key"] for w in view.cyto.graph.nodes}  # noqa: E731
+    # what the browser is told to draw: element key -> its classes
+    drawn = lambda: {w.data["key"]: set(w.classes.split())  # noqa: E731
+                     for w in [*view.cyto.graph.nodes, *view.cyto.graph.edges]}
     assert f"n{params[0].node_id}" in ids()
     view.click(f"n{params[0].node_id}")
-    assert "selected" in view._element_widgets[f"n{params[0].node_id}"].classes
+    assert "selected" in drawn()[f"n{params[0].node_id}"]
     assert "mlp.0.weight" in view.inspector.value
     view.click("g:mlp")  # all open -> close this one
     assert "g:mlp" in ids() and f"n{params[0].node_id}" not in ids()
@@ -194,14 +197,14 @@ def test_graphview_state_machine_without_a_browser():
     assert all(g.nodes[w.data["nid"]].phase == "forward" for w in view.cyto.graph.nodes if "nid" in w.data)
     s = view.step()
     assert view.mode == "both" and s.node == loss.node_id
-    assert "step-current" in view._element_widgets[view.rep_of(loss.node_id)].classes
+    assert "step-current" in drawn()[view.rep_of(loss.node_id)]
     view.set_lang("ru")
     assert view.mode == "both" and "Шаг 1" in view.inspector.value and view.fit_button.description == "Вписать"
     before = view.cyto.layout.height
     view.fit()
     assert view.cyto.layout.height != before
     view.reset()
-    assert not any("step-current" in w.classes for w in view._element_widgets.values())
+    assert not any("step-current" in classes for classes in drawn().values())
 
 
 def test_large_graph_starts_collapsed():
@@ -217,7 +220,7 @@ def test_large_graph_starts_collapsed():
     view = GraphView(loss)
     assert len(E.scope_of(loss).ids) > 1000
     assert view.expanded == set()
-    assert len([e for e in view._elements if e["group"] == "nodes"]) < 30
+    assert len(view.cyto.graph.nodes) < 30
     full = E.build_elements(E.scope_of(loss), "both", None)
     assert len([e for e in full if e["group"] == "nodes"]) > E.BOX_LIMIT
     assert not any(e["classes"] == "compound" or "parent" in e["data"] for e in full), \
