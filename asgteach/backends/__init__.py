@@ -1,6 +1,11 @@
 """Backends turn a graph into numbers. ``numpy`` always works; ``wgpu`` runs WGSL
 shaders on a GPU (or on Mesa's lavapipe CPU Vulkan driver) when an adapter exists.
 
+What running a graph means is ``reference.py``: a dozen lines to read (and step through)
+first. Every backend implements the small interface in ``common.py`` (a module with
+``NAME`` and ``compile(graph, outputs) -> Plan``; ``plan.run(feeds)``), and takes its feed
+checks and errors (``FeedError``, ``KernelError``, ``NumericsError``) from there.
+
 ``at.run(outputs, feeds, backend=...)`` compiles a Plan once per (backend, outputs) and
 caches it, so calling it in a loop does not recompile. The cache is this module's business
 but rides on the graph object (an attribute graph.py never reads): a plan refers to its
