@@ -216,6 +216,7 @@ _CELLS = {
 }
 
 
+@pytest.mark.slow
 def test_ipython_shows_one_short_paragraph() -> None:
     pytest.importorskip("IPython")
     script = (

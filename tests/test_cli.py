@@ -5,6 +5,9 @@ enabled, at.show outside Jupyter): each must end in one paragraph that names the
 traceback. Missing pieces are simulated without touching the machine: ``VK_ICD_FILENAMES`` pointing
 at no driver hides every Vulkan driver; a package on ``PYTHONPATH`` whose import fails hides an
 installed one; a private ``JUPYTER_CONFIG_DIR`` disables a frontend extension.
+
+Every test that runs asgteach or Python in another process is marked ``slow`` (a second or more each): the
+inner loop ``pytest -m "not slow" tests`` skips them, ./scripts/test runs them.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ NO_VULKAN = {"VK_ICD_FILENAMES": "/nonexistent/no-driver.json"}
 
 # --- --help everywhere ----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_help_lists_every_command() -> None:
     proc = _run([ASGTEACH, "--help"])
     assert proc.returncode == 0, proc.stderr
@@ -53,6 +57,7 @@ def test_help_lists_every_command() -> None:
         assert re.search(rf"^\s+{command}\s+\S", proc.stdout, re.M), f"{command} missing from --help:\n{proc.stdout}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_help(command: str) -> None:
     proc = _run([ASGTEACH, command, "--help"])
@@ -61,6 +66,7 @@ def test_every_command_has_help(command: str) -> None:
     assert len(proc.stdout.split("\n\n")[1]) > 80, "the description should say what the command does"
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_usage_errors() -> None:
     proc = _run([ASGTEACH, "check", "--no-such-flag"])
     assert proc.returncode == 2 and "unrecognized arguments: --no-such-flag" in proc.stderr
@@ -73,12 +79,14 @@ def test_bad_arguments_are_usage_errors() -> None:
 # --- asgteach check ---------------------------------------------------------------------------------
 
 def test_every_op_has_a_sample() -> None:
-    from asgteach.opsamples import SAMPLES, missing_samples
+    from asgteach.opsamples import missing_samples, sample
 
-    assert missing_samples() == [], "add these ops to asgteach/opsamples.py so `asgteach check` covers them"
-    assert not set(SAMPLES) - set(OPS), f"samples for ops not in the registry: {set(SAMPLES) - set(OPS)}"
+    assert missing_samples() == [], "give these ops a sample= in their OpSpec so `asgteach check` covers them"
+    for op in OPS:
+        assert sample(op).y.op == op
 
 
+@pytest.mark.slow
 def test_check_sweeps_every_op_on_every_backend() -> None:
     proc = _run([ASGTEACH, "check"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -98,6 +106,7 @@ def test_check_sweeps_every_op_on_every_backend() -> None:
     assert out.rstrip().endswith(f"OK: asgteach works here ({len(OPS)} ops checked; backends: {', '.join(backends)})")
 
 
+@pytest.mark.slow
 def test_check_fails_with_exit_code_1_on_a_wrong_rule() -> None:
     # div's backward rule with the sign of d/db flipped, as a student might write it
     script = (
@@ -119,6 +128,7 @@ def test_check_fails_with_exit_code_1_on_a_wrong_rule() -> None:
     assert "NOT OK: 1 of 2 ops failed: div (numpy)" in proc.stdout
 
 
+@pytest.mark.slow
 def test_check_shows_a_progress_bar() -> None:
     proc = _run([ASGTEACH, "check", "--backend", "numpy", "--op", "add", "--op", "conv2d"],
                 env={"ASGTEACH_NO_PROGRESS": ""})
@@ -127,6 +137,7 @@ def test_check_shows_a_progress_bar() -> None:
     assert re.search(r"checking ops: +0%\|.*\| 0/2 .*conv2d\]", proc.stderr), proc.stderr
 
 
+@pytest.mark.slow
 def test_check_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
     proc = _run([ASGTEACH, "check", "--backend", "wgpu"], env=NO_VULKAN)
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -143,6 +154,7 @@ def test_check_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
 
 # --- asgteach demo ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_demo_trains_and_writes_a_page(tmp_path: Path) -> None:
     page = tmp_path / "out" / "graph.html"
     proc = _run([ASGTEACH, "demo", "--out", str(page)], cwd=tmp_path)
@@ -161,6 +173,7 @@ def test_demo_trains_and_writes_a_page(tmp_path: Path) -> None:
     assert "stroke-dasharray" in html, "the backward graph (dashed) should be drawn too"
 
 
+@pytest.mark.slow
 def test_demo_default_page_goes_to_the_current_folder(tmp_path: Path) -> None:
     proc = _run([ASGTEACH, "demo", "--steps", "20"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -168,6 +181,7 @@ def test_demo_default_page_goes_to_the_current_folder(tmp_path: Path) -> None:
     assert f"wrote {tmp_path / 'asgteach-demo.html'}" in proc.stdout
 
 
+@pytest.mark.slow
 def test_demo_on_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
     proc = _run([ASGTEACH, "demo", "--backend", "wgpu"], env=NO_VULKAN)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -178,6 +192,7 @@ def test_demo_on_wgpu_without_a_vulkan_driver_explains_the_fix() -> None:
 
 # --- asgteach doctor --------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_doctor_on_this_machine(tmp_path: Path) -> None:
     proc = _run([ASGTEACH, "doctor"], env={"JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -189,6 +204,7 @@ def test_doctor_on_this_machine(tmp_path: Path) -> None:
     assert out.rstrip().splitlines()[-1].startswith("READY")
 
 
+@pytest.mark.slow
 def test_doctor_json_and_a_missing_vulkan_driver(tmp_path: Path) -> None:
     proc = _run([ASGTEACH, "doctor", "--json"], env={**NO_VULKAN, "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")})
     assert proc.returncode == 0, "a missing GPU adapter is optional: numpy works everywhere"
@@ -198,6 +214,7 @@ def test_doctor_json_and_a_missing_vulkan_driver(tmp_path: Path) -> None:
     assert "mesa-vulkan-drivers" in adapter["fix"]
 
 
+@pytest.mark.slow
 def test_doctor_names_the_fix_for_a_disabled_widgets_extension(tmp_path: Path) -> None:
     env = {"JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}
     proc = _run([sys.executable, "-m", "jupyterlab.labextensions", "disable", "--level=user",
@@ -210,6 +227,7 @@ def test_doctor_names_the_fix_for_a_disabled_widgets_extension(tmp_path: Path) -
     assert "NOT READY" in proc.stdout
 
 
+@pytest.mark.slow
 def test_doctor_without_jupyterlab(tmp_path: Path) -> None:
     proc = _run([ASGTEACH, "doctor"], env=_hide_package(tmp_path, "jupyterlab"))
     assert proc.returncode == 1, proc.stdout
@@ -218,6 +236,7 @@ def test_doctor_without_jupyterlab(tmp_path: Path) -> None:
 
 # --- asgteach lab -----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_lab_without_jupyterlab_explains_the_fix(tmp_path: Path) -> None:
     proc = _run([ASGTEACH, "lab", "--no-browser"], env=_hide_package(tmp_path, "jupyterlab"), cwd=tmp_path)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -226,6 +245,7 @@ def test_lab_without_jupyterlab_explains_the_fix(tmp_path: Path) -> None:
     assert not (tmp_path / "asgteach-lessons").exists()
 
 
+@pytest.mark.slow
 def test_lab_prints_the_folder_and_the_backends_before_starting(tmp_path: Path) -> None:
     # an option Jupyter rejects stops the server right after asgteach's own lines
     proc = _run([ASGTEACH, "lab", "--dir", str(tmp_path), "--no-such-jupyter-option=1"], cwd=tmp_path,
@@ -238,6 +258,7 @@ def test_lab_prints_the_folder_and_the_backends_before_starting(tmp_path: Path) 
     assert proc.returncode != 0  # Jupyter refused the option: nothing was left running
 
 
+@pytest.mark.slow
 def test_lab_copy_only_in_a_checkout_opens_its_lessons() -> None:
     proc = _run([ASGTEACH, "lab", "--copy-only"])
     assert proc.returncode == 0, proc.stderr
@@ -297,6 +318,7 @@ _SHOW = ("import asgteach as at\n"
          "print(type(page).__name__, '<svg' in page.data)\n")
 
 
+@pytest.mark.slow
 def test_show_outside_jupyter_falls_back_to_static_html_and_says_why() -> None:
     proc = _run([sys.executable, "-c", _SHOW])
     assert proc.returncode == 0, proc.stderr
@@ -305,6 +327,7 @@ def test_show_outside_jupyter_falls_back_to_static_html_and_says_why() -> None:
     assert len(proc.stderr.strip().splitlines()) == 1, "one paragraph"
 
 
+@pytest.mark.slow
 def test_show_without_the_widget_packages_says_what_to_install(tmp_path: Path) -> None:
     proc = _run([sys.executable, "-c", _SHOW], env=_hide_package(tmp_path, "ipycytoscape"))
     assert proc.returncode == 0, proc.stderr

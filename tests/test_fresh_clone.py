@@ -31,6 +31,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
+# a clone, a first install and a JupyterLab server: minutes (./scripts/test runs it; the inner loop skips it)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL_TIMEOUT = 900  # a first install on a slow CI machine; measured: serving after 60 s on 2 cores, cache warm
 

@@ -52,6 +52,7 @@ def _dist_info(wheel: Path, name: str) -> str:
 
 # --- what the wheel holds ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_wheel_holds_every_module(wheel_names: set[str]) -> None:
     sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / "asgteach").rglob("*.py")
                if "__pycache__" not in p.parts}
@@ -60,12 +61,14 @@ def test_wheel_holds_every_module(wheel_names: set[str]) -> None:
     assert not missing, f"modules missing from the wheel: {missing}"
 
 
+@pytest.mark.slow
 def test_wheel_holds_explanations(wheel_names: set[str]) -> None:
     tomls = {p.relative_to(ROOT).as_posix() for p in (ROOT / "asgteach" / "explain").glob("*.toml")}
     missing = sorted(tomls - wheel_names)
     assert not missing, f"explanation files missing from the wheel: {missing}"
 
 
+@pytest.mark.slow
 def test_wheel_maps_shaders_and_lessons_into_the_package(wheel_names: set[str]) -> None:
     # The repo-root folders land inside the package, where resources.shaders_dir() looks first.
     expected = {"asgteach/shaders/README.md", "asgteach/lessons/00-welcome.ipynb"}
@@ -77,6 +80,7 @@ def test_wheel_maps_shaders_and_lessons_into_the_package(wheel_names: set[str]) 
         "the wheel must not put data at the top level of site-packages"
 
 
+@pytest.mark.slow
 def test_wheel_metadata(wheel: Path) -> None:
     meta = email.message_from_string(_dist_info(wheel, "METADATA"))
     assert meta["Name"] == "asgteach" and meta["Version"] == "0.1.0"
@@ -89,6 +93,7 @@ def test_wheel_metadata(wheel: Path) -> None:
     assert any(re.match(r"wgpu==0\.32\.\d+; extra == .gpu.", r) for r in requires), requires
 
 
+@pytest.mark.slow
 def test_wheel_declares_the_console_script(wheel: Path) -> None:
     entry_points = _dist_info(wheel, "entry_points.txt")
     assert re.search(r"^\[console_scripts\]\s*\nasgteach = asgteach\.cli:main\s*$", entry_points, re.M), entry_points
@@ -96,6 +101,7 @@ def test_wheel_declares_the_console_script(wheel: Path) -> None:
 
 # --- the installed wheel finds its data -------------------------------------------------------
 
+@pytest.mark.slow
 def test_installed_wheel_finds_shaders_and_lessons(wheel: Path, tmp_path: Path) -> None:
     target = tmp_path / "site"
     proc = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target),
@@ -132,6 +138,7 @@ def _asgteach() -> str:
 # (check, demo, doctor, lab's messages and --help: tests/test_cli.py)
 
 
+@pytest.mark.slow
 def test_cli_student_needs_its_folders() -> None:
     # (what `asgteach student SRC OUT` writes is tested in tests/test_student.py)
     proc = _run([_asgteach(), "student"], cwd=ROOT)
@@ -145,6 +152,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_cli_lab_serves_the_lessons_on_localhost(tmp_path: Path) -> None:
     port, token = _free_port(), "asgteach-test-token"
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "cfg")}

@@ -17,6 +17,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+# every test runs `asgteach student` or a lesson's kernel (./scripts/test runs it; the inner loop skips it)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 CELL_TIMEOUT_S = 120

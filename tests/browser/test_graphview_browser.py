@@ -15,6 +15,8 @@ import pytest
 from .harness import CHROMIUM, JupyterLab, Lab, browser, write_notebook
 from .notebooks import MLP, TRANSFORMER
 
+pytestmark = pytest.mark.slow  # a real JupyterLab and Chromium (./scripts/test runs it; the inner loop skips it)
+
 
 @pytest.fixture(scope="module")
 def lab():

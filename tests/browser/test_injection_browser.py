@@ -16,6 +16,8 @@ import pytest
 
 from .harness import JupyterLab, Lab, browser, write_notebook
 
+pytestmark = pytest.mark.slow  # a real JupyterLab and Chromium (./scripts/test runs it; the inner loop skips it)
+
 HREF = r"$\href{javascript:alert(1)}{x}$"
 PAREN = r"\(x\)"
 BRACKET = r"\[x\]"

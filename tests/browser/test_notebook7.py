@@ -21,6 +21,8 @@ import pytest
 
 from .harness import JupyterLab, Lab, browser, write_notebook
 
+pytestmark = pytest.mark.slow  # a real JupyterLab and Chromium (./scripts/test runs it; the inner loop skips it)
+
 CELLS = [
     """
 import json
