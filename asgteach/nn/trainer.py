@@ -273,4 +273,3 @@ def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[An
                 return
         if empty:
             raise ValueError("Trainer.fit: the data iterable yielded no batches")
-
