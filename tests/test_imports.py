@@ -76,6 +76,7 @@ def _module_name(path: Path) -> str:
 
 
 MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+TREES: dict[str, ast.Module] = {m: ast.parse(p.read_text(encoding="utf-8"), str(p)) for m, p in MODULES.items()}
 
 
 def unit_of(module: str) -> tuple[int, str] | None:
@@ -145,7 +146,7 @@ def import_edges() -> list[tuple[str, int, str]]:
     """(module, line, imported module) for every import of ours in the package."""
     edges = []
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = TREES[module]
         for node in _walk(tree):
             for target in _targets(module, path.name == "__init__.py", node):
                 edges.append((module, node.lineno, target))
@@ -200,7 +201,7 @@ def test_our_modules_are_imported_plainly() -> None:
     """Only optional third-party packages may sit in a try/except: a broken module of ours must fail loudly."""
     guarded = []
     for module, path in MODULES.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = TREES[module]
         for node in ast.walk(tree):
             if not isinstance(node, ast.Try) or not node.handlers:
                 continue
@@ -219,7 +220,7 @@ def private_uses() -> list[str]:
     found = []
     for module, path in MODULES.items():
         here = unit_of(module)
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        tree = TREES[module]
         aliases: dict[str, str] = {}  # local name -> our module it stands for
         for node in _walk(tree):
             if isinstance(node, ast.ImportFrom):
