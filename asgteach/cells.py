@@ -33,6 +33,8 @@ from .backends import cached_plans
 __all__ = ["attach", "cell_key"]
 
 _attached: "weakref.WeakSet[Any]" = weakref.WeakSet()   # the shells whose events we listen to
+#: how many nodes each default graph had after the last cell (no new nodes: nothing to sweep)
+_nodes_after_cell: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 
 
 def cell_key(info: Any) -> str:
@@ -51,9 +53,9 @@ def _pre_run_cell(info: Any) -> None:
 def _post_run_cell(result: Any) -> None:
     g = _graph.global_default_graph()
     g.end_cell()
-    if len(g.nodes) != getattr(g, "_nodes_at_last_cell", 0):  # nothing new: nothing to sweep
+    if len(g.nodes) != _nodes_after_cell.get(g, 0):  # nothing new: nothing to sweep
         g.collect()
-        g._nodes_at_last_cell = len(g.nodes)  # type: ignore[attr-defined]
+        _nodes_after_cell[g] = len(g.nodes)
         cached_plans(g)  # drop the plans of what was released now, not at the next compile
 
 
