@@ -1,15 +1,16 @@
-"""One small, ready-to-check graph per registry op: what ``asgteach check`` sweeps over.
+"""The one sample builder: a small, ready-to-check graph around any registered op.
 
-Each entry of :data:`SAMPLES` builds a fresh graph whose *output* node is that op, with
-inputs at values chosen away from the places where a derivative does not exist (relu and
-abs at 0, ties for max/maximum, log and sqrt near 0). Finite differences step across such
-points and disagree with any backward rule, so a sample that sits on one would report a
-bug that is not there.
+``asgteach check`` sweeps every op with it, and so do the tests (``tests/opcases.py`` adds
+its broadcasting and axis variants on top, ``tests/explain_cases.py`` builds its inputs with
+it). A sample's *output* node is the op, and its inputs sit at values chosen away from the
+places where a derivative does not exist (relu and abs at 0, ties for max/maximum, log and
+sqrt near 0): finite differences step across such points and disagree with any backward
+rule, so a sample that sits on one would report a bug that is not there.
 
-The test suite has a richer set (``tests/opcases.py``: broadcasting shapes, every axis
-variant); this module is the small one the installed package carries, so that a student
-can run ``asgteach check`` on a machine without the tests. ``tests/test_cli.py`` checks
-that every op in the registry has a sample here: add one when you add an op.
+Where does a sample come from? The op says, in its spec: ``OpSpec(sample=lambda b: ...)``
+builds it from a :class:`SampleInputs` ``b``. An op that says nothing gets one derived from
+its arity: one input of shape ``b.shape`` for a unary op, a broadcasting pair for a binary
+op that broadcasts. So a student's new elementwise op is checked with no extra step.
 """
 
 from __future__ import annotations
@@ -19,13 +20,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import ops
 from .graph import Graph
 from .ops import leaves
-from .ops import registry as _registry
+from .ops.registry import REGISTRY, OpSpec, apply, spec
 from .tensor import Tensor
 
-__all__ = ["Sample", "SAMPLES", "sample", "missing_samples"]
+__all__ = ["Sample", "SampleInputs", "sample", "build", "maker", "default_sample", "missing_samples"]
 
 
 @dataclass
@@ -38,136 +38,125 @@ class Sample:
     xs: list[Tensor]
     feeds: dict[Tensor, np.ndarray] = field(repr=False)
 
+    def feeds_as(self, dtype: Any) -> dict[Tensor, np.ndarray]:
+        """The feeds with every float array cast to ``dtype`` (ints stay ints)."""
+        return {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in self.feeds.items()}
 
-class _Inputs:
-    """Makes named inputs with controlled values inside the sample's graph."""
 
-    def __init__(self, graph: Graph, seed: int) -> None:
-        self.graph, self.rng = graph, np.random.default_rng(seed)
+class SampleInputs:
+    """Makes the leaves of one sample graph, with values you choose the range of.
+
+    ``shape`` is the default shape of :meth:`x` (unary samples are written without one, so
+    the tests can build them at several shapes). ``leaf`` is what the leaves are: "input"
+    (fed, the default), "parameter" (fed too) or "constant" (stored in the graph).
+    Every value is kept in ``values`` (a leaf -> its array); the fed ones also in ``feeds``.
+    """
+
+    def __init__(self, seed: int = 0, graph: Graph | None = None, shape: tuple = (2, 3),
+                 leaf: str = "input") -> None:
+        self.rng = np.random.default_rng(seed)
+        self.graph = graph if graph is not None else Graph("sample")
+        self.shape = tuple(shape)
+        self.leaf = leaf
         self.xs: list[Tensor] = []
         self.feeds: dict[Tensor, np.ndarray] = {}
+        self.values: dict[Tensor, np.ndarray] = {}
 
-    def x(self, shape: tuple, lo: float = -1.5, hi: float = 1.5, away: float = 0.0, value: Any = None,
-          diff: bool = True) -> Tensor:
-        """A float input: uniform in [lo, hi], or |v| in [away, hi] with a random sign, or ``value``."""
+    def _leaf(self, value: np.ndarray, dtype: str) -> Tensor:
+        k = len(self.values)
+        if self.leaf == "constant":
+            t = leaves.constant(value, graph=self.graph)
+        elif self.leaf == "parameter" and dtype == "float":
+            t = leaves.parameter(f"p{k}", value.shape, graph=self.graph)
+        else:
+            t = leaves.input(f"{'x' if dtype == 'float' else 'ids'}{k}", value.shape, dtype=dtype, graph=self.graph)
+        self.values[t] = value
+        if self.leaf != "constant":
+            self.feeds[t] = value
+        return t
+
+    def x(self, shape: tuple | None = None, lo: float = -1.5, hi: float = 1.5, away: float = 0.0,
+          value: Any = None, diff: bool = True) -> Tensor:
+        """A float leaf: uniform in [lo, hi]; or |v| in [away, hi] with a random sign; or ``value``.
+
+        ``diff=False`` leaves it out of the inputs a gradient check differentiates.
+        """
+        shape = self.shape if shape is None else tuple(shape)
         if value is None:
             if away:
                 value = self.rng.choice([-1.0, 1.0], size=shape) * self.rng.uniform(away, hi, size=shape)
             else:
                 value = self.rng.uniform(lo, hi, size=shape)
-        t = leaves.input(f"x{len(self.feeds)}", shape, graph=self.graph)
-        self.feeds[t] = np.asarray(value, dtype=np.float64).reshape(shape)
+        t = self._leaf(np.asarray(value, dtype=np.float64).reshape(shape), "float")
         if diff:
             self.xs.append(t)
         return t
 
-    def distinct(self, shape: tuple, diff: bool = True) -> Tensor:
-        """A float input with no two values closer than 0.2 (no ties for max and pooling)."""
+    def normal(self, shape: tuple | None = None, diff: bool = True) -> Tensor:
+        """A float leaf of standard normal values."""
+        shape = self.shape if shape is None else tuple(shape)
+        return self.x(shape, value=self.rng.standard_normal(shape), diff=diff)
+
+    def distinct(self, shape: tuple | None = None, gap: float = 0.25, diff: bool = True) -> Tensor:
+        """A float leaf with no two values closer than 0.8 * ``gap``, in random order (no ties for max, pooling)."""
+        shape = self.shape if shape is None else tuple(shape)
         n = int(np.prod(shape, dtype=np.int64))
-        return self.x(shape, value=(self.rng.permutation(n) - n / 2) * 0.2, diff=diff)
+        value = (self.rng.permutation(n) - n / 2) * gap + self.rng.uniform(0, 0.2 * gap, n)
+        return self.x(shape, value=value, diff=diff)
 
     def pair(self, shape_a: tuple, shape_b: tuple) -> tuple[Tensor, Tensor]:
-        """Two inputs that differ by at least 0.2 everywhere (no ties for maximum/minimum/greater)."""
+        """Two float leaves that differ by at least 0.15 everywhere (no ties for maximum, minimum, greater).
+
+        a lives on the grid 0.5 k, b on the grid 0.5 k + 0.25, each with noise below 0.05.
+        """
         a = 0.5 * self.rng.integers(-3, 4, size=shape_a) + self.rng.uniform(0, 0.05, size=shape_a)
         b = 0.5 * self.rng.integers(-3, 4, size=shape_b) + 0.25 + self.rng.uniform(0, 0.05, size=shape_b)
         return self.x(shape_a, value=a), self.x(shape_b, value=b)
 
     def ids(self, shape: tuple, value: Any) -> Tensor:
-        t = leaves.input(f"ids{len(self.feeds)}", shape, dtype="int", graph=self.graph)
-        self.feeds[t] = np.asarray(value, dtype=np.int64).reshape(shape)
-        return t
+        """An integer leaf (row ids for embedding, a where-condition)."""
+        return self._leaf(np.asarray(value, dtype=np.int64).reshape(shape), "int")
 
 
-def _op(name: str, *args: Any, **attrs: Any) -> Tensor:
-    """Ops with no public function (gradient ops) are built from the registry directly, with full attrs."""
-    return _registry.apply(name, *args, **attrs)
+def default_sample(op: OpSpec) -> Callable[[SampleInputs], Tensor] | None:
+    """The sample of an op that declares none, from its arity (None when it cannot be guessed).
+
+    One input of the builder's shape for a unary op (values |x| >= 0.2: clear of a kink at 0);
+    for a binary op, a pair that never ties, shaped (2, 3) and (3,) when the op broadcasts.
+    """
+    if op.arity == 1:
+        return lambda b: apply(op.name, b.x(away=0.2))
+    if op.arity == 2:
+        return lambda b: apply(op.name, *b.pair(b.shape, b.shape[-1:] if op.broadcasts else b.shape))
+    return None
 
 
-_POOL3 = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}
-_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
-
-#: op name -> how to build its sample from an :class:`_Inputs`. Public functions (``ops.softmax``) where they
-#: exist: they normalise arguments (negative axes, int kernel sizes) the way a user's call does.
-SAMPLES: dict[str, Callable[[_Inputs], Tensor]] = {
-    # shape and layout
-    "reshape": lambda b: ops.reshape(b.x((2, 3)), (3, 2)),
-    "transpose": lambda b: ops.transpose(b.x((2, 3, 4)), (1, 2, 0)),
-    "broadcast_to": lambda b: ops.broadcast_to(b.x((3,)), (2, 3)),
-    "sum_to": lambda b: ops.sum_to(b.x((2, 4, 3)), (4, 1)),
-    "getitem": lambda b: b.x((4, 5))[1:3, ::2],
-    "getitem_grad": lambda b: _op("getitem_grad", b.x((2, 3)), shape=(4, 5),
-                                  index=(("s", 1, 3, None), ("s", None, None, 2))),
-    "concat": lambda b: ops.concat([b.x((2, 3)), b.x((1, 3))], axis=0),
-    # arithmetic, with broadcasting: (2, 3) against (3,)
-    "add": lambda b: b.x((2, 3)) + b.x((3,)),
-    "sub": lambda b: b.x((2, 3)) - b.x((3,)),
-    "mul": lambda b: b.x((2, 3)) * b.x((3,)),
-    "div": lambda b: b.x((2, 3)) / b.x((3,), away=0.5),
-    "pow": lambda b: _op("pow", b.x((2, 3), lo=0.5, hi=2.0), b.x((3,))),
-    "maximum": lambda b: _op("maximum", *b.pair((2, 3), (3,))),
-    "minimum": lambda b: _op("minimum", *b.pair((2, 3), (3,))),
-    "greater": lambda b: _op("greater", *b.pair((2, 3), (3,))),
-    "equal": lambda b: _op("equal", b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.5, 3.0])),
-    "where": lambda b: _op("where", b.ids((2, 3), [[1, 0, 1], [0, 0, 1]]), b.x((2, 3)), b.x((3,))),
-    # unary elementwise
-    "neg": lambda b: _op("neg", b.x((2, 3))),
-    "exp": lambda b: _op("exp", b.x((2, 3))),
-    "log": lambda b: _op("log", b.x((2, 3), lo=0.3, hi=3.0)),
-    "sqrt": lambda b: _op("sqrt", b.x((2, 3), lo=0.3, hi=3.0)),
-    "abs": lambda b: _op("abs", b.x((2, 3), away=0.2)),
-    "erf": lambda b: _op("erf", b.x((2, 3))),
-    "tanh": lambda b: _op("tanh", b.x((2, 3))),
-    "sigmoid": lambda b: _op("sigmoid", b.x((2, 3), lo=-4.0, hi=4.0)),
-    "relu": lambda b: _op("relu", b.x((2, 3), away=0.2)),
-    "gelu": lambda b: _op("gelu", b.x((2, 3), lo=-3.0, hi=3.0)),
-    "silu": lambda b: _op("silu", b.x((2, 3), lo=-3.0, hi=3.0)),
-    "leaky_relu": lambda b: _op("leaky_relu", b.x((2, 3), away=0.2), negative_slope=0.2),
-    "softplus": lambda b: _op("softplus", b.x((2, 3), lo=-3.0, hi=3.0)),
-    "sign": lambda b: _op("sign", b.x((2, 3), away=0.2)),
-    # reductions
-    "sum": lambda b: ops.sum(b.x((2, 3, 4)), axis=1),
-    "mean": lambda b: ops.mean(b.x((2, 3, 4)), axis=(0, 2), keepdims=True),
-    "max": lambda b: ops.max(b.distinct((2, 3, 4)), axis=1),
-    "var": lambda b: ops.var(b.x((2, 3, 4)), axis=-1),
-    "argmax": lambda b: ops.argmax(b.distinct((3, 4)), axis=-1),
-    # linear algebra and normalisation
-    "matmul": lambda b: b.x((2, 2, 3)) @ b.x((3, 4)),
-    "softmax": lambda b: ops.softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1),
-    "log_softmax": lambda b: ops.log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1),
-    "layer_norm": lambda b: ops.layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,))),
-    # lookups
-    "embedding": lambda b: ops.embedding(b.ids((2, 3), [[0, 2, 0], [4, 2, 2]]), b.x((5, 3))),
-    "embedding_grad": lambda b: _op("embedding_grad", b.ids((2, 3), [[0, 2, 0], [4, 2, 2]]), b.x((2, 3, 2)),
-                                    num_embeddings=5),
-    # convolution and pooling (NCHW)
-    "conv2d": lambda b: ops.conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1),
-    "conv2d_grad_input": lambda b: _op("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)),
-                                       x_shape=(2, 2, 5, 5), **_CONV),
-    "conv2d_grad_weight": lambda b: _op("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)),
-                                        w_shape=(3, 2, 3, 3), **_CONV),
-    "max_pool2d": lambda b: ops.max_pool2d(b.distinct((1, 2, 4, 4)), 2),
-    "max_pool2d_grad": lambda b: _op("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
-                                     **_POOL3),
-    "max_pool2d_gather": lambda b: _op("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False),
-                                       b.x((1, 2, 5, 5)), **_POOL3),
-    "avg_pool2d": lambda b: ops.avg_pool2d(b.x((1, 2, 4, 4)), 2),
-    "avg_pool2d_grad": lambda b: _op("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_POOL3),
-}
+def maker(op: str) -> Callable[[SampleInputs], Tensor]:
+    """The function that builds op ``op``'s sample from a builder: the op's own, else the derived one."""
+    s = spec(op)
+    make = s.sample or default_sample(s)
+    if make is None:
+        raise KeyError(f"op {op!r} has no sample and none can be derived for arity {s.arity}: register it with "
+                       f"sample=lambda b: ... (see asgteach.opsamples.SampleInputs)")
+    return make
 
 
-def sample(op: str, seed: int = 0) -> Sample:
+def build(op: str, b: SampleInputs) -> Tensor:
+    """Build op ``op``'s sample with the builder ``b`` (inside ``b.graph``); return its output."""
+    with b.graph:
+        y = maker(op)(b)
+    if not isinstance(y, Tensor) or y.op != op:
+        raise AssertionError(f"the sample of {op!r} builds {getattr(y, 'op', y)!r}, not a {op!r} node")
+    return y
+
+
+def sample(op: str, seed: int = 0, shape: tuple = (2, 3)) -> Sample:
     """Build the sample graph of ``op`` (a fresh graph each call; the values depend on ``seed``)."""
-    if op not in SAMPLES:
-        raise KeyError(f"no sample for op {op!r} in asgteach/opsamples.py; add one to SAMPLES")
-    graph = Graph(f"sample {op}")
-    b = _Inputs(graph, seed)
-    with graph:
-        y = SAMPLES[op](b)
-    if y.op != op:
-        raise AssertionError(f"the sample for {op!r} builds a {y.op!r} node instead")
-    return Sample(op, graph, y, b.xs, b.feeds)
+    b = SampleInputs(seed, Graph(f"sample {op}"), shape)
+    y = build(op, b)
+    return Sample(op, b.graph, y, b.xs, b.feeds)
 
 
 def missing_samples() -> list[str]:
-    """Registry ops (leaves aside) that have no sample here."""
-    return sorted(name for name, s in _registry.REGISTRY.items() if not s.leaf and name not in SAMPLES)
+    """Registry ops (leaves aside) that neither declare a sample nor get one by default."""
+    return sorted(name for name, s in REGISTRY.items() if not s.leaf and s.sample is None and default_sample(s) is None)

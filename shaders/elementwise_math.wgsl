@@ -10,6 +10,8 @@ fn nan() -> f32 { return bitcast<f32>(pu(2u)); }
 fn f_log(x: f32) -> f32 { return select(log(x), nan(), x < 0.0 || x != x); }
 fn f_sqrt(x: f32) -> f32 { return select(sqrt(x), nan(), x < 0.0 || x != x); }
 fn f_relu(x: f32) -> f32 { return select(0.0, x, x > 0.0 || x != x); }
+// numpy's truth of a number (where's condition): nonzero. Judged on the bits: -0.0 is false, NaN true
+fn f_nonzero(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) != 0u; }
 fn f_max(a: f32, b: f32) -> f32 { return select(max(a, b), nan(), a != a || b != b); }
 fn f_min(a: f32, b: f32) -> f32 { return select(min(a, b), nan(), a != a || b != b); }
 

@@ -1,4 +1,4 @@
-// reduce.wgsl — sum, mean, max, var, argmax over any set of axes, and sum_to.
+// reduce.wgsl — sum, mean, max, var, argmax over any set of axes, and sum_to (a sum).
 //
 // The input's axes are split in two: "outer" axes survive (one output element per outer
 // index, numbered row-major, so keepdims changes nothing in memory) and "inner" axes are
@@ -10,10 +10,10 @@
 // over the reduced elements and combine in shared memory (a tree: also more accurate
 // than one long running sum); *_t gives each output one thread (short reductions).
 // A huge reduction into few outputs (the mean of a whole activation: one output, 4M
-// inputs) would leave all but one workgroup idle, so sum_wg and max_wg can also split
+// inputs) would leave all but one workgroup idle, so sum_wg, mean_wg and max_wg can also split
 // each output's reduced elements into P chunks of `chunk` elements: the workgroups write
 // P partial results per output, and a second, small dispatch reduces those.
-// Uniform words: 0 n_out  1 n_red  2 outer ndim  3 inner ndim  4 scale (mean: 1/n)
+// Uniform words: 0 n_out  1 n_red  2 outer ndim  3 inner ndim  4 1/n (mean and var divide by n)
 //   5 NaN bits  6 chunk  7 P (chunks per output)
 //   8..15 outer shape  16..23 outer strides  24..31 inner shape  32..39 inner strides
 
@@ -64,19 +64,32 @@ fn wg_sum(li: u32, v: f32) -> f32 {
     return r;
 }
 
-@compute @workgroup_size(256)
-fn sum_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-          @builtin(local_invocation_index) li: u32) {
-    let gi = group_index(wid, nwg);
-    if (gi >= pu(0u) * pu(7u)) { return; }   // uniform per workgroup: safe before barriers
+// The sum of output o's reduced elements (of chunk gi % P when a reduction is split in P
+// chunks). Every thread of the workgroup calls it: the tree in wg_sum needs them all.
+fn sum_of_group(gi: u32, li: u32) -> f32 {
     let o = gi / pu(7u);
     let r0 = (gi % pu(7u)) * pu(6u);
     let r1 = min(pu(1u), r0 + pu(6u));
     let base = outer_off(o);
     var acc = 0.0;
     for (var r = r0 + li; r < r1; r += WG) { acc += x[base + inner_off(r)]; }
-    let total = wg_sum(li, acc);
-    if (li == 0u) { out[gi] = bitcast<u32>(total * pf(4u)); }
+    return wg_sum(li, acc);
+}
+
+fn sum_of_thread(o: u32) -> f32 {
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = 0u; r < pu(1u); r++) { acc += x[base + inner_off(r)]; }
+    return acc;
+}
+
+@compute @workgroup_size(256)
+fn sum_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let gi = group_index(wid, nwg);
+    if (gi >= pu(0u) * pu(7u)) { return; }   // uniform per workgroup: safe before barriers
+    let total = sum_of_group(gi, li);
+    if (li == 0u) { out[gi] = bitcast<u32>(total); }
 }
 
 @compute @workgroup_size(256)
@@ -84,10 +97,26 @@ fn sum_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
          @builtin(local_invocation_index) li: u32) {
     let o = group_index(wid, nwg) * WG + li;
     if (o >= pu(0u)) { return; }
-    let base = outer_off(o);
-    var acc = 0.0;
-    for (var r = 0u; r < pu(1u); r++) { acc += x[base + inner_off(r)]; }
-    out[o] = bitcast<u32>(acc * pf(4u));
+    out[o] = bitcast<u32>(sum_of_thread(o));
+}
+
+// mean = sum * (1/n). A split reduction's first stage (P > 1 chunks) writes plain partial
+// sums; the stage that adds them up (P = 1) divides, by the n of the whole reduction.
+@compute @workgroup_size(256)
+fn mean_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let gi = group_index(wid, nwg);
+    if (gi >= pu(0u) * pu(7u)) { return; }
+    let total = sum_of_group(gi, li);
+    if (li == 0u) { out[gi] = bitcast<u32>(select(total * pf(4u), total, pu(7u) > 1u)); }
+}
+
+@compute @workgroup_size(256)
+fn mean_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) li: u32) {
+    let o = group_index(wid, nwg) * WG + li;
+    if (o >= pu(0u)) { return; }
+    out[o] = bitcast<u32>(sum_of_thread(o) * pf(4u));
 }
 
 @compute @workgroup_size(256)

@@ -7,9 +7,11 @@ compares them with these expressions, so the text cannot drift from the code. Th
 expressions deliberately follow the LaTeX (max shift in softmax, sum_to as "sum the
 broadcast axes", ties split...), not the kernels.
 
-A vjp expression receives the input arrays, then ``y`` (the forward output) and ``g`` (the
-seed, dL/dy), and returns one gradient per FLOAT input. ``NOT_DIFFERENTIABLE`` marks ops
-whose gradient must raise NotDifferentiableError.
+The inputs are made by the one sample builder (``asgteach.opsamples.SampleInputs``, as for
+``asgteach check`` and tests/opcases.py): ``make(b)`` returns the leaves, and the formula gets
+their arrays. A vjp expression receives the input arrays, then ``y`` (the forward output) and
+``g`` (the seed, dL/dy), and returns one gradient per FLOAT input. ``NOT_DIFFERENTIABLE`` marks
+ops whose gradient must raise NotDifferentiableError.
 """
 
 from __future__ import annotations
@@ -22,17 +24,18 @@ import numpy as np
 from scipy import special
 
 import asgteach as at
+from asgteach.opsamples import SampleInputs
 from asgteach.ops import apply
 
 NOT_DIFFERENTIABLE = "not differentiable"
-R = np.random.Generator
+B = SampleInputs
 
 
 @dataclass
 class Case:
     """One numeric check of an op's formula and backward rule."""
 
-    make: Callable[[R], list[np.ndarray]]
+    make: Callable[[B], list[at.Tensor]]
     build: Callable[..., at.Tensor]
     formula: Callable[..., np.ndarray]
     vjp: Callable[..., tuple] | str
@@ -54,21 +57,30 @@ def bcast(v: np.ndarray, x: np.ndarray, axis: tuple, keepdims: bool) -> np.ndarr
     return np.broadcast_to(keep, x.shape)
 
 
-def normal(*shape: int) -> Callable[[R], np.ndarray]:
-    return lambda r: r.standard_normal(shape)
+def normal(*shape: int) -> Callable[[B], at.Tensor]:
+    return lambda b: b.normal(shape)
 
 
-def positive(*shape: int) -> Callable[[R], np.ndarray]:
-    return lambda r: r.uniform(0.5, 2.0, shape)
+def positive(*shape: int) -> Callable[[B], at.Tensor]:
+    return lambda b: b.x(shape, lo=0.5, hi=2.0)
 
 
-def ties(*shape: int) -> Callable[[R], np.ndarray]:
+def given(value: Callable[[np.random.Generator], np.ndarray]) -> Callable[[B], at.Tensor]:
+    """A float leaf holding ``value(rng)`` (values a case needs exactly: ties, zeros, a constant row)."""
+    def make(b: B) -> at.Tensor:
+        v = np.asarray(value(b.rng), dtype=np.float64)
+        return b.x(v.shape, value=v)
+
+    return make
+
+
+def ties(*shape: int) -> Callable[[B], at.Tensor]:
     """Small integers as floats: plenty of exact ties (and exact zeros)."""
-    return lambda r: r.integers(-2, 3, shape).astype(np.float64)
+    return given(lambda r: r.integers(-2, 3, shape).astype(np.float64))
 
 
-def inputs(*makers: Callable[[R], np.ndarray]) -> Callable[[R], list[np.ndarray]]:
-    return lambda r: [m(r) for m in makers]
+def inputs(*makers: Callable[[B], at.Tensor]) -> Callable[[B], list[at.Tensor]]:
+    return lambda b: [m(b) for m in makers]
 
 
 def unary(fn: Callable, dfn: Callable, maker: Callable = normal(3, 4), label: str = "", **attrs: Any) -> Case:
@@ -168,8 +180,8 @@ case("concat",
           _concat_formula, lambda a, b, c, y, g: (g[:, 0:3], g[:, 3:4], g[:, 4:8])))
 
 
-def _ids(r: R) -> np.ndarray:
-    return np.array([[0, 3, 3], [1, 0, 3]])  # repeated ids: their gradients must add up; row 2, 4 unused
+def _ids(b: B) -> at.Tensor:
+    return b.ids((2, 3), [[0, 3, 3], [1, 0, 3]])  # repeated ids: their gradients must add up; row 2, 4 unused
 
 
 def _scatter_add(ids: np.ndarray, g: np.ndarray, n: int) -> np.ndarray:
@@ -218,7 +230,7 @@ for _name, _fn in (("greater", np.greater), ("equal", np.equal)):
     case(_name, Case(inputs(ties(4, 3), ties(3)), lambda a, b, _n=_name: apply(_n, a, b),
                      lambda a, b, _f=_fn: _f(a, b).astype(np.float64),
                      lambda a, b, y, g: (np.zeros_like(a), np.zeros_like(b))))
-case("where", Case(inputs(lambda r: r.choice([0.0, 1.0, -2.5], (4, 3)), normal(4, 3), normal(3)), at.where,
+case("where", Case(inputs(given(lambda r: r.choice([0.0, 1.0, -2.5], (4, 3))), normal(4, 3), normal(3)), at.where,
                    lambda c, a, b: (c != 0) * a + (c == 0) * b,
                    lambda c, a, b, y, g: (np.zeros_like(c), sum_to((c != 0) * g, a.shape),
                                           sum_to((c == 0) * g, b.shape))))
@@ -359,7 +371,7 @@ def _ln_vjp(x: np.ndarray, w: np.ndarray, b: np.ndarray, y: np.ndarray, g: np.nd
 case("layer_norm",
      Case(inputs(normal(2, 3, 5), normal(5), normal(5)), at.layer_norm,
           lambda x, w, b: w * _ln_parts(x)[0] + b, _ln_vjp),
-     Case(inputs(lambda r: np.ones((2, 4)) * 3.0, normal(4), normal(4)), at.layer_norm,
+     Case(inputs(given(lambda r: np.ones((2, 4)) * 3.0), normal(4), normal(4)), at.layer_norm,
           lambda x, w, b: w * _ln_parts(x)[0] + b, _ln_vjp, label="layer_norm of a constant row is beta"))
 
 

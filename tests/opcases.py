@@ -2,11 +2,13 @@
 
 Each :class:`OpCase` builds a fresh graph around one op (with the inputs it needs, at
 values chosen away from kinks, ties and domain edges) and says which inputs to
-differentiate. The per-op tests (gradcheck, jvp, dtype) iterate ``asgteach.ops.REGISTRY``
-and look up the cases here, so a new op without a case fails a test that says so.
+differentiate. The per-op tests (gradcheck, jvp, dtype, wgpu parity) iterate these cases.
 
-Adding an op? Add at least one ``@case("your_op", "label")`` below. Binary ops want
-broadcasting cases, reductions want axis variants.
+Every registered op has at least one case without anything written here: its own sample
+(``OpSpec.sample``, or the one derived from its arity, see ``asgteach.opsamples``), built
+by the same builder as ``asgteach check`` uses; unary elementwise ops get it at three
+shapes. The cases below add what a sample cannot: broadcasting shapes for binary ops,
+axis variants for reductions, index forms, attribute variants.
 """
 
 from __future__ import annotations
@@ -15,59 +17,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import numpy as np
-
 import asgteach as at
+from asgteach import opsamples
+from asgteach.opsamples import Sample as Built  # noqa: F401  (y, xs, feeds, feeds_as)
+from asgteach.opsamples import SampleInputs as Builder
+from asgteach.ops import REGISTRY
 from asgteach.ops.registry import apply
-
-
-@dataclass
-class Built:
-    """One built case: ``y`` is the op's node, ``xs`` the float inputs to differentiate."""
-
-    graph: at.Graph
-    y: at.Tensor
-    xs: list[at.Tensor]
-    feeds: dict[at.Tensor, np.ndarray]
-
-    def feeds_as(self, dtype: Any) -> dict[at.Tensor, np.ndarray]:
-        """The feeds with every float array cast to ``dtype`` (ints stay ints)."""
-        return {k: (v.astype(dtype) if v.dtype.kind == "f" else v) for k, v in self.feeds.items()}
-
-
-class Builder:
-    """Makes inputs with controlled values inside the case's graph."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.graph = at.Graph("case")
-        self.xs: list[at.Tensor] = []
-        self.feeds: dict[at.Tensor, np.ndarray] = {}
-
-    def x(self, shape: tuple, lo: float = -1.5, hi: float = 1.5, away: float = 0.0, value: Any = None,
-          diff: bool = True) -> at.Tensor:
-        """A float input of ``shape``: uniform in [lo, hi], or |v| in [away, hi] with random sign."""
-        if value is None:
-            if away:
-                value = self.rng.choice([-1.0, 1.0], size=shape) * self.rng.uniform(away, hi, size=shape)
-            else:
-                value = self.rng.uniform(lo, hi, size=shape)
-        value = np.asarray(value, dtype=np.float64).reshape(shape)
-        t = at.input(f"x{len(self.feeds)}", shape, graph=self.graph)
-        self.feeds[t] = value
-        if diff:
-            self.xs.append(t)
-        return t
-
-    def distinct(self, shape: tuple, gap: float = 0.25) -> np.ndarray:
-        """Values with no ties (every pair at least ``gap`` apart), in random order."""
-        n = int(np.prod(shape, dtype=np.int64))
-        return (self.rng.permutation(n) - n / 2) * gap + self.rng.uniform(0, 0.05, n)
-
-    def ids(self, shape: tuple, value: Any) -> at.Tensor:
-        t = at.input(f"ids{len(self.feeds)}", shape, dtype="int", graph=self.graph)
-        self.feeds[t] = np.asarray(value, dtype=np.int64).reshape(shape)
-        return t
 
 
 @dataclass(frozen=True)
@@ -75,17 +30,18 @@ class OpCase:
     op: str
     label: str
     fn: Callable[[Builder], at.Tensor]
+    shape: tuple = (2, 3)   # the builder's default shape (what a shape-free sample is built at)
 
     @property
     def id(self) -> str:
         return f"{self.op}[{self.label}]"
 
     def build(self) -> Built:
-        b = Builder(zlib.crc32(self.id.encode()))
+        b = Builder(zlib.crc32(self.id.encode()), at.Graph("case"), self.shape)
         with b.graph:
             y = self.fn(b)
         assert y.op == self.op, f"case {self.id} builds a {y.op} node, not {self.op}"
-        return Built(b.graph, y, b.xs, b.feeds)
+        return Built(self.op, b.graph, y, b.xs, b.feeds)
 
 
 CASES: list[OpCase] = []
@@ -100,7 +56,21 @@ def case(op: str, label: str) -> Callable:
 
 
 def cases_for(op: str) -> list[OpCase]:
-    return [c for c in CASES if c.op == op]
+    """The cases of ``op``: the ones below, and its registry sample (also for ops registered after import)."""
+    return [c for c in CASES if c.op == op] + ([] if op in _SAMPLED or op not in REGISTRY else sample_cases(op))
+
+
+def sample_cases(op: str) -> list[OpCase]:
+    """The op's own sample as test cases: at three shapes for a unary elementwise op, else once."""
+    s, make = REGISTRY[op], opsamples.maker(op)
+    if s.wgsl == "elementwise" and s.arity == 1:
+        return [OpCase(op, "sample " + str(sh).replace(" ", ""), make, sh) for sh in ((), (5,), (2, 3))]
+    return [OpCase(op, "sample", make)]
+
+
+_SAMPLED = sorted(n for n, s in REGISTRY.items() if not s.leaf)
+for _op in _SAMPLED:
+    CASES.extend(sample_cases(_op))
 
 
 # --- binary elementwise: broadcasting shapes ------------------------------------------------
@@ -112,13 +82,8 @@ def _label(sa: tuple, sb: tuple) -> str:
 
 
 def _separated(b: Builder, sa: tuple, sb: tuple) -> tuple[at.Tensor, at.Tensor]:
-    """a and b with |a - b| >= 0.15 everywhere after broadcasting (no ties for max/min).
-
-    a lives on the grid 0.5 k, b on the grid 0.5 k + 0.25, each with noise below 0.05.
-    """
-    va = 0.5 * b.rng.integers(-3, 4, size=sa) + b.rng.uniform(0, 0.05, size=sa)
-    vb = 0.5 * b.rng.integers(-3, 4, size=sb) + 0.25 + b.rng.uniform(0, 0.05, size=sb)
-    return b.x(sa, value=va), b.x(sb, value=vb)
+    """a and b with |a - b| >= 0.15 everywhere after broadcasting (no ties for max/min)."""
+    return b.pair(sa, sb)
 
 
 for _sa, _sb in BINARY_SHAPES:
@@ -158,30 +123,14 @@ def _where3(b: Builder) -> at.Tensor:
     return at.where(a > 0.0, a * 2.0, b.x((2, 1)))
 
 
-# --- unary elementwise -----------------------------------------------------------------------
-UNARY_SHAPES = [(), (5,), (2, 3)]
-UNARY: dict[str, tuple[Callable[[at.Tensor], at.Tensor], dict]] = {
-    "neg": (at.neg, {}),
-    "exp": (at.exp, {}),
-    "log": (at.log, {"lo": 0.3, "hi": 3.0}),
-    "sqrt": (at.sqrt, {"lo": 0.3, "hi": 3.0}),
-    "abs": (at.abs, {"away": 0.2}),
-    "erf": (at.erf, {}),
-    "tanh": (at.tanh, {}),
-    "sigmoid": (at.sigmoid, {"lo": -4.0, "hi": 4.0}),
-    "relu": (at.relu, {"away": 0.2}),
-    "gelu": (at.gelu, {"lo": -3.0, "hi": 3.0}),
-    "silu": (at.silu, {"lo": -3.0, "hi": 3.0}),
-    "leaky_relu": (lambda t: at.leaky_relu(t, negative_slope=0.2), {"away": 0.2}),
-    "softplus": (at.softplus, {"lo": -3.0, "hi": 3.0}),
-    "sign": (at.sign, {"away": 0.2}),
-}
-for _name, (_f, _kw) in UNARY.items():
-    for _s in UNARY_SHAPES:
-        case(_name, str(_s).replace(" ", ""))(lambda b, f=_f, s=_s, kw=_kw: f(b.x(s, **kw)))
+# --- unary elementwise: their samples run at three shapes (above); attribute variants here -------
 case("gelu", "approximate=tanh")(lambda b: at.gelu(b.x((2, 4), lo=-3, hi=3), approximate="tanh"))
 case("softplus", "beta=2")(lambda b: at.softplus(b.x((4,), lo=-2, hi=2), beta=2.0))
-case("leaky_relu", "default slope")(lambda b: at.leaky_relu(b.x((6,), away=0.2)))
+case("leaky_relu", "slope 0.2")(lambda b: at.leaky_relu(b.x((6,), away=0.2), negative_slope=0.2))
+case("neg", "uniform")(lambda b: at.neg(b.x((2, 3))))
+case("sigmoid", "wide range")(lambda b: at.sigmoid(b.x((2, 3), lo=-4.0, hi=4.0)))
+for _f in (at.gelu, at.silu, at.softplus):
+    case(_f.__name__, "wide range")(lambda b, f=_f: f(b.x((2, 3), lo=-3.0, hi=3.0)))
 
 # --- reductions: axis int, negative, tuple, None, keepdims ------------------------------------
 AXES = [None, 0, -1, (0, 2), ((1,), True), (-2, True), (None, True)]
@@ -198,7 +147,7 @@ def _reduction(name: str, a: Any) -> Callable[[Builder], at.Tensor]:
 
     def build(b: Builder) -> at.Tensor:
         shape = (2, 3, 4)
-        x = b.x(shape, value=b.distinct(shape, gap=0.15)) if name == "max" else b.x(shape)
+        x = b.distinct(shape, gap=0.15) if name == "max" else b.x(shape)
         return fn(x, axis=ax, keepdims=keep)
 
     return build
@@ -207,14 +156,14 @@ def _reduction(name: str, a: Any) -> Callable[[Builder], at.Tensor]:
 for _name in ("sum", "mean", "max", "var"):
     for _a in AXES:
         case(_name, _axis_label(_a))(_reduction(_name, _a))
-    case(_name, "1-D")(lambda b, f=getattr(at, _name): f(b.x((5,), value=b.distinct((5,)))))
+    case(_name, "1-D")(lambda b, f=getattr(at, _name): f(b.distinct((5,))))
 case("sum", "method x.sum(axis=1, keepdims=True)")(lambda b: b.x((3, 4)).sum(axis=1, keepdims=True))
 case("max", "ties from broadcast split the gradient")(
     lambda b: at.max(at.broadcast_to(b.x((3,), value=[0.1, 0.9, -0.3]), (2, 3)), axis=0))
 
 for _a in (-1, 0, 1):
-    case("argmax", f"axis={_a}")(lambda b, a=_a: at.argmax(b.x((3, 4), value=b.distinct((3, 4))), axis=a))
-case("argmax", "keepdims")(lambda b: at.argmax(b.x((2, 3, 4), value=b.distinct((2, 3, 4))), axis=1, keepdims=True))
+    case("argmax", f"axis={_a}")(lambda b, a=_a: at.argmax(b.distinct((3, 4)), axis=a))
+case("argmax", "keepdims")(lambda b: at.argmax(b.distinct((2, 3, 4)), axis=1, keepdims=True))
 
 # --- softmax / log_softmax: any axis ----------------------------------------------------------
 for _name in ("softmax", "log_softmax"):
@@ -296,15 +245,15 @@ case("conv2d_grad_input", "stride (2,1) pad (1,0)")(
     lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5), **_CONV))
 case("conv2d_grad_weight", "stride (2,1) pad (1,0)")(
     lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)), w_shape=(3, 2, 3, 3), **_CONV))
-case("max_pool2d", "2x2")(lambda b: _conv.max_pool2d(b.x((2, 3, 4, 6), value=b.distinct((2, 3, 4, 6))), 2))
+case("max_pool2d", "2x2")(lambda b: _conv.max_pool2d(b.distinct((2, 3, 4, 6)), 2))
 case("max_pool2d", "3x3 stride 2 pad 1")(
-    lambda b: _conv.max_pool2d(b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5))), 3, stride=2, padding=1))
+    lambda b: _conv.max_pool2d(b.distinct((1, 2, 5, 5)), 3, stride=2, padding=1))
 _POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}
 case("max_pool2d_grad", "3x3 stride 2 pad 1")(
-    lambda b: apply("max_pool2d_grad", b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5)), diff=False),
+    lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False),
                     b.x((1, 2, 3, 3)), **_POOL))
 case("max_pool2d_gather", "3x3 stride 2 pad 1")(
-    lambda b: apply("max_pool2d_gather", b.x((1, 2, 5, 5), value=b.distinct((1, 2, 5, 5)), diff=False),
+    lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False),
                     b.x((1, 2, 5, 5)), **_POOL))
 case("avg_pool2d", "2x2")(lambda b: _conv.avg_pool2d(b.x((2, 3, 4, 6)), 2))
 case("avg_pool2d", "3x3 stride 2 pad 1")(lambda b: _conv.avg_pool2d(b.x((1, 2, 5, 5)), 3, stride=2, padding=1))

@@ -32,6 +32,7 @@ from asgteach.explain.roles import ROLE_KEYS, resolve_role  # noqa: E402
 import asgteach.ops  # noqa: E402
 from asgteach.ops import CATEGORIES, REGISTRY  # noqa: E402
 from asgteach.ops.leaves import KNOWN_INITS  # noqa: E402
+from asgteach.opsamples import SampleInputs  # noqa: E402
 
 from explain_cases import CASES, NOT_DIFFERENTIABLE, Case  # noqa: E402
 
@@ -108,8 +109,10 @@ def test_a_language_is_one_file(tmp_path, monkeypatch) -> None:
 @pytest.mark.parametrize("lang", LANGS)
 @pytest.mark.parametrize("op", OPS)
 def test_every_op_is_explained(op: str, lang: str) -> None:
-    rec = _section(lang, "ops").get(op)
-    assert rec is not None, f"{lang}.toml has no [ops.{op}]: every registry op needs an explanation"
+    with _registered(op):  # its own OpSpec(explain=...) or [ops.<op>] in the language file
+        rec = explain.op_record(op, lang)
+    assert rec is not None, f"op {op} has no {lang!r} explanation: give explain= to its OpSpec or add [ops.{op}] " \
+                            f"to {lang}.toml"
     for f in records.OP_FIELDS:
         value = rec.get(f)
         assert isinstance(value, str) and value.strip(), f"{lang}.toml [ops.{op}] needs a non-empty {f!r}"
@@ -207,19 +210,6 @@ def test_formulas_are_the_same_in_every_language(lang: str) -> None:
 
 
 # --- formulas verified against the kernels and the backward rules ------------------------------------
-def _leaves(c: Case, arrays: list[np.ndarray]) -> tuple[list[at.Tensor], dict]:
-    tensors, feeds = [], {}
-    for i, arr in enumerate(arrays):
-        if c.leaf == "constant":
-            tensors.append(at.constant(arr))
-            continue
-        kind = "int" if arr.dtype.kind == "i" else "float"
-        t = at.parameter(f"p{i}", arr.shape) if c.leaf == "parameter" else at.input(f"x{i}", arr.shape, dtype=kind)
-        tensors.append(t)
-        feeds[t] = arr
-    return tensors, feeds
-
-
 @pytest.mark.parametrize("op", OPS)
 def test_formula_and_vjp_match_the_code(op: str) -> None:
     cases = CASES.get(op)
@@ -231,12 +221,12 @@ def test_formula_and_vjp_match_the_code(op: str) -> None:
 
 def _check_case(op: str, k: int, c: Case) -> None:
     """Run one Case: the kernel against the formula, the backward graph against the vjp expression."""
-    rng = np.random.default_rng(1000 + k)
-    arrays = c.make(rng)
-    with at.Graph() as g:
-        xs, feeds = _leaves(c, arrays)
+    b = SampleInputs(1000 + k, leaf=c.leaf)
+    with b.graph as g:
+        xs = c.make(b)
         y = c.build(*xs)
         assert op in {n.op for n in g.nodes}, f"case {c.label!r} does not build a {op} node"
+    arrays, feeds, rng = [b.values[t] for t in xs], b.feeds, b.rng
     got = at.run(y, feeds)
     want = c.formula(*arrays)
     assert got.shape == want.shape, f"{c.label}: kernel gives shape {got.shape}, the formula {want.shape}"

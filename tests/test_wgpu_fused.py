@@ -132,7 +132,7 @@ def test_shader_for_a_fused_member_names_the_kernel_that_computes_it() -> None:
         y = t * 2.0 + x
     plan = at.backends.compile([y], backend="wgpu")
     src = plan.shader_for(t)
-    assert f"fused kernel of node #{y.node_id}" in src and "fn fused" in src and "exp(a)" in src
+    assert f"fused kernel of node #{y.node_id}" in src and "fn fused" in src and "exp(x)" in src
     assert f"node #{t.node_id} exp" in plan.shader_for(y)
 
 

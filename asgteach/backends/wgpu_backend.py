@@ -169,6 +169,7 @@ class Plan:
                     f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
                     f"reads its operands in place\n" + self._absorbing_source(n))
         running = [n for n in compute if n.id not in fusion.skip and n.id not in self._fixed]
+        self._indexing = [n for n in running if spec(n.op).index_bound is not None and n.size]
 
         # 2. memory plan: owned buffers for leaves/outputs, a liveness pool for the rest
         usage = wgpu.BufferUsage
@@ -359,12 +360,17 @@ class Plan:
         return np.ascontiguousarray(arr, dtype=np.int32)
 
     def _check_ids(self, given: dict[int, Any]) -> None:
-        for s in self.dispatches:
-            n = s.node
-            if n.op in ("embedding", "embedding_grad") and s.entry != "fill":
-                ids = self.graph.nodes[n.inputs[0]]
-                v = self.graph.nodes[n.inputs[1]].shape[0] if n.op == "embedding" else n.attrs["num_embeddings"]
-                val = given.get(ids.id, self.graph.constants.get(ids.id))
+        """Row ids out of range are an error, as on numpy; a GPU kernel cannot raise, so check before running.
+
+        The ops that read ids say how many rows there are (``OpSpec.index_bound``); the
+        ids checked are their integer inputs whose values are known here (fed or constant).
+        """
+        for n in self._indexing:
+            v = spec(n.op).index_bound(tuple(self.graph.nodes[i].shape for i in n.inputs), **n.attrs)
+            for i in n.inputs:
+                if self.graph.nodes[i].dtype != "int":
+                    continue
+                val = given.get(i, self.graph.constants.get(i))
                 if val is not None and np.size(val) and (np.min(val) < 0 or np.max(val) >= v):
                     raise KernelError(
                         f"{n.op} (node #{n.id} '{n.name}'): ids must lie in 0..{v - 1} (the table has {v} rows); "

@@ -7,8 +7,9 @@ output). This module writes the kernel for one chain, from ``shaders/fused.wgsl`
 * every value the chain reads from outside (a *leaf*) is loaded once per element — a
   buffer read through its broadcast strides, or, for a scalar constant, a word of the
   uniform block;
-* the member nodes become ``let v0 = ...; let v1 = ...;`` in topological order, each
-  the same formula the one-op kernel uses (``wgpu_kernels.EW_EXPR``);
+* the member nodes become ``let v0 = ...; let v1 = ...;`` in topological order, each a
+  call of the op's formula (its spec's ``wgsl_expr``, as ``wgpu_kernels.ew_function``
+  writes it for the one-op kernel too) with its number attributes read from the uniform;
 * only the root's value is written.
 
 The generated source depends on the chain's *structure* alone — ops, wiring, how many
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +30,8 @@ import numpy as np
 from ..graph import Graph, Node
 from ..resources import shader_source
 from .wgpu_device import family_source
-from .wgpu_kernels import (EW_EXPR, FLOAT_ATTR, NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse,
-                           contiguous_strides, ew_name, fbits, groups_for)
+from .wgpu_kernels import (NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse, contiguous_strides,
+                           ew_attr_values, ew_function, ew_load, ew_variant, fbits, groups_for)
 
 __all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch"]
 
@@ -67,7 +69,7 @@ class _Layout:
     buffers: list[int]               # leaves read from a buffer (binding 2 + position)
     strided: dict[int, list[int]]    # leaf -> its collapsed strides (absent: read at the thread's own index)
     scalars: list[int]               # scalar-constant leaves (uniform words)
-    attrs: list[int]                 # members with a float attribute (uniform words)
+    attrs: dict[int, list[float]]    # member -> its number attributes (uniform words)
     words: int
 
 
@@ -81,8 +83,8 @@ def _layout(g: Graph, chain: Chain) -> _Layout:
     walk = {i: st for i, st in walk.items() if st != own}   # the others are read at the thread's own index
     shape, sts = collapse(out, *walk.values()) if walk else ([], [])
     strided = dict(zip(walk, sts))
-    attrs = [m for m in chain.members if g.nodes[m].op in FLOAT_ATTR]
-    words = _HEADER + len(shape) * (1 + len(strided)) + len(scalars) + len(attrs)
+    attrs = {m: values for m in chain.members if (values := ew_attr_values(g.nodes[m]))}
+    words = _HEADER + len(shape) * (1 + len(strided)) + len(scalars) + sum(len(v) for v in attrs.values())
     return _Layout(shape, buffers, strided, scalars, attrs, words)
 
 
@@ -95,6 +97,15 @@ def fits(g: Graph, chain: Chain) -> bool:
 def _scalar_bits(g: Graph, n: Node) -> int:
     v = np.asarray(g.constants[n.id]).reshape(())
     return int(v) & 0xFFFFFFFF if n.dtype == "int" else fbits(float(v))
+
+
+def _function_name(n: Node, taken: dict[str, str]) -> str:
+    """``op_gelu_tanh``: a WGSL name for node ``n``'s formula, unique among the functions in ``taken``."""
+    base = "op_" + re.sub(r"\W", "_", ew_variant(n))
+    fn, k = base, 1
+    while fn in taken and taken[fn] != ew_function(n, fn):   # that name holds another formula: number it
+        fn, k = f"{base}_{k}", k + 1
+    return fn
 
 
 def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[Dispatch, str]:
@@ -119,17 +130,16 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
         word_of[leaf] = at
         words[at] = _scalar_bits(g, g.nodes[leaf])
         at += 1
-    attr_at: dict[int, int] = {}
-    for m in lay.attrs:
-        n = g.nodes[m]
+    attr_at: dict[int, int] = {}   # member -> the word of its first attribute
+    for m, values in lay.attrs.items():
         attr_at[m] = at
-        words[at] = fbits(n.attrs[FLOAT_ATTR[n.op]])
-        at += 1
+        for v in values:
+            words[at] = fbits(v)
+            at += 1
 
     leaves = chain_leaves(g, chain.members)
     slot = {leaf: k for k, leaf in enumerate(leaves)}
     pos = {m: k for k, m in enumerate(chain.members)}
-    conds = {g.nodes[m].inputs[0] for m in chain.members if g.nodes[m].op == "where"}
 
     inputs = [f"@group(0) @binding({2 + b}) var<storage, read> in{b}: array<u32>;" for b in range(len(lay.buffers))]
     offsets = []
@@ -149,10 +159,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
         else:
             at_ = f"o{j}" if leaf in lay.strided else "i"
             loads.append(f"    let r{j} = in{lay.buffers.index(leaf)}[{at_}];")
-        loads.append(f"    let x{j} = bitcast<f32>(r{j});")
-        if leaf in conds:   # where() judges a condition on its raw bits: -0.0 is false, any int != 0 true
-            test = f"r{j} != 0u" if g.nodes[leaf].dtype == "int" else f"(r{j} & 0x7fffffffu) != 0u"
-            loads.append(f"    let t{j} = {test};")
+        loads.append(f"    let x{j} = {ew_load(g.nodes[leaf], f'r{j}')};")   # an int (a where-condition): its value
 
     def ref(i: int) -> str:
         return f"v{pos[i]}" if i in pos else f"x{slot[i]}"
@@ -162,19 +169,13 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
     for m in chain.members:
         n = g.nodes[m]
         k = pos[m]
-        if n.op == "broadcast_to":
+        if n.op == "broadcast_to":   # a fusion pattern: the copy becomes a read through stride-0 axes
             body.append(f"    let v{k} = {ref(n.inputs[0])};   // broadcast_to: read through stride-0 axes")
-        elif n.op == "where":
-            c, a, b = n.inputs
-            truth = f"({ref(c)} != 0.0)" if c in pos else f"t{slot[c]}"
-            body.append(f"    let v{k} = select({ref(b)}, {ref(a)}, {truth});   // where")
-        else:
-            name = ew_name(n)
-            fn = "op_" + name.replace(":", "_")
-            ops[fn] = f"fn {fn}(a: f32, b: f32, attr0: f32) -> f32 {{ return {EW_EXPR[name]}; }}"
-            b = ref(n.inputs[1]) if len(n.inputs) > 1 else "0.0"
-            attr = f"pf({attr_at[m]}u)" if m in attr_at else "0.0"
-            body.append(f"    let v{k} = {fn}({ref(n.inputs[0])}, {b}, {attr});")
+            continue
+        fn = _function_name(n, ops)
+        ops[fn] = ew_function(n, fn)
+        attrs = [f"pf({attr_at[m] + j}u)" for j in range(len(lay.attrs.get(m, [])))]
+        body.append(f"    let v{k} = {fn}({', '.join([*(ref(i) for i in n.inputs), *attrs])});")
     source = family_source(
         "fused", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"), OPS="\n".join(ops.values()),
         OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{len(body) - 1}",

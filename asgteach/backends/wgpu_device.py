@@ -93,10 +93,12 @@ class Gpu:
     def pipeline(self, key: tuple, source: str, entry: str) -> Any:
         """The compute pipeline for ``key`` = (op, dtype, variant), compiled on first use.
 
-        The source text is remembered with it, for ``plan.shader_for(node)``.
+        The source text is remembered with it, for ``plan.shader_for(node)``. A key whose
+        source changed (an op unregistered and registered again with another formula) is
+        compiled again.
         """
         hit = self.pipelines.get(key)
-        if hit is None:
+        if hit is None or hit[1] != source:
             module = self.modules.get(source)
             if module is None:
                 module = self.device.create_shader_module(code=source)

@@ -23,13 +23,14 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..graph import Graph, Node
-from ..ops.shape import _decode_index, _sum_to_axes
+from ..ops.registry import spec, wgsl_input_names
+from ..ops.shape import decode_index
 from ..resources import shader_source
 from .wgpu_device import family_source
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
-__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "EW_EXPR",
-           "ew_name", "elementwise_source", "FLOAT_ATTR"]
+__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "ew_expr",
+           "ew_function", "ew_params", "ew_attr_values", "ew_variant", "ew_load", "elementwise_source"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -119,28 +120,56 @@ def _check_rank(node: Node, shape: list) -> None:
 
 
 # --- elementwise ---------------------------------------------------------------------------
-EW_EXPR: dict[str, str] = {
-    "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b", "pow": "f_pow(a, b)",
-    "maximum": "f_max(a, b)", "minimum": "f_min(a, b)",
-    "greater": "select(0.0, 1.0, a > b)", "equal": "select(0.0, 1.0, a == b)",
-    "neg": "-a", "exp": "exp(a)", "log": "f_log(a)", "sqrt": "f_sqrt(a)", "abs": "abs(a)",
-    "erf": "f_erf(a)", "tanh": "f_tanh(a)", "sigmoid": "f_sigmoid(a)", "relu": "f_relu(a)",
-    "silu": "a * f_sigmoid(a)", "leaky_relu": "select(a * attr0, a, a > 0.0)",
-    "softplus": "f_softplus(a, attr0)", "sign": "sign(a)",
-    "gelu:none": "0.5 * a * (1.0 + f_erf(a * 0.7071067811865476))",
-    "gelu:tanh": "0.5 * a * (1.0 + f_tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)))",
-}
-FLOAT_ATTR = {"leaky_relu": "negative_slope", "softplus": "beta"}
+# An elementwise op brings its own formula: ``OpSpec.wgsl_expr``, one WGSL expression of its
+# inputs (x; a, b; a, b, c) and of its number attributes by name. The kernel around it —
+# one thread per element, each input read through its broadcast strides — is the same for
+# every op, so a new op (a student's softsign) runs on the GPU with no change here.
+def ew_expr(node: Node) -> str:
+    """The WGSL formula of an elementwise node (an op whose formula depends on an attribute computes it)."""
+    expr = spec(node.op).wgsl_expr
+    return expr(**node.attrs) if callable(expr) else str(expr)
 
 
-def ew_name(node: Node) -> str:
-    """The EW_EXPR entry of an elementwise node (gelu's formula depends on its ``approximate``)."""
-    return f"gelu:{node.attrs.get('approximate', 'none')}" if node.op == "gelu" else node.op
+def ew_params(node: Node) -> list[str]:
+    """The names the formula uses: the inputs (x, or a, b, ...), then the number attributes."""
+    return [*wgsl_input_names(len(node.inputs)), *spec(node.op).float_attrs]
 
 
-def elementwise_source(expr: str) -> str:
-    """elementwise.wgsl with ``expr`` as the op's formula and the shared scalar functions pasted in."""
-    return family_source("elementwise", OP_EXPR=expr, MATH=shader_source("elementwise_math"))
+def ew_attr_values(node: Node) -> list[float]:
+    """The node's number attributes, in the order of :func:`ew_params` (each becomes one uniform word)."""
+    return [float(node.attrs[a]) for a in spec(node.op).float_attrs]
+
+
+def ew_function(node: Node, fn: str = "op") -> str:
+    """The op as a WGSL function: ``fn op(x: f32, beta: f32) -> f32 { return f_softplus(x, beta); }``."""
+    params = ", ".join(f"{p}: f32" for p in ew_params(node))
+    return f"fn {fn}({params}) -> f32 {{ return {ew_expr(node)}; }}"
+
+
+def ew_variant(node: Node, g: Graph | None = None) -> str:
+    """A readable name for the op's kernel: its name, its non-number attributes, which inputs hold ints."""
+    s = spec(node.op)
+    name = node.op + "".join(f":{v}" for k, v in sorted(node.attrs.items()) if k not in s.float_attrs)
+    if g is not None and any(g.nodes[i].dtype == "int" for i in node.inputs):
+        name += ":" + "".join("i" if g.nodes[i].dtype == "int" else "f" for i in node.inputs)
+    return name
+
+
+def ew_load(node: Node, src: str) -> str:
+    """WGSL that turns the 32 bits ``src`` of ``node``'s value into the f32 a formula computes with."""
+    return f"f32(bitcast<i32>({src}))" if node.dtype == "int" else f"bitcast<f32>({src})"
+
+
+def elementwise_source(g: Graph, node: Node, attr_word: int) -> str:
+    """elementwise.wgsl around this node's formula: its bindings, loads, function and call filled in."""
+    ins = [g.nodes[i] for i in node.inputs]
+    names = wgsl_input_names(len(ins))
+    inputs = [f"@group(0) @binding({1 + k}) var<storage, read> in{k}: array<u32>;" for k in range(len(ins))]
+    loads = [f"    let {n} = {ew_load(x, f'in{k}[offset_of(i, {k}u)]')};" for k, (n, x) in enumerate(zip(names, ins))]
+    attrs = [f"pf({attr_word + j}u)" for j in range(len(spec(node.op).float_attrs))]
+    return family_source("elementwise", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"),
+                         OP=ew_function(node), ENTRY=f"main{len(ins)}", LOADS="\n".join(loads),
+                         CALL=f"op({', '.join([*names, *attrs])})")
 
 
 def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
@@ -153,23 +182,23 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
     words: dict[str, Any] = {"w0": node.size, "w1": len(shape), "w2": NAN_BITS, "w5": flags, "w8": shape}
     for k, st in enumerate(sts):
         words[f"w{16 + 8 * k}"] = st
-    if node.op == "where":
-        words["w6"] = int(ins[0].dtype == "int")
-        source, entry, variant = elementwise_source("a"), "main_where", ins[0].dtype
-    else:
-        name = ew_name(node)
-        if node.op in FLOAT_ATTR:
-            words["w3"] = fbits(node.attrs[FLOAT_ATTR[node.op]])
-        source = elementwise_source(EW_EXPR[name])
-        entry, variant = ("main1" if len(ins) == 1 else "main2"), name
+    attr_word = 16 + 8 * len(ins)   # the number attributes follow the inputs' strides, one word each
+    values = ew_attr_values(node)
+    if attr_word + len(values) > 64:
+        raise UnsupportedOnGpu(f"{node.op} (node #{node.id}) has {len(values)} number attributes; "
+                               f"{64 - attr_word} fit in the kernel's uniform block")
+    if values:
+        words[f"w{attr_word}"] = [fbits(v) for v in values]
     binds = {1 + k: x.id for k, x in enumerate(ins)}
     binds[4] = node.id
-    return [Dispatch(node, (node.op, "f32", variant), source, entry, _params(**words), binds,
-                     groups_for(math.ceil(node.size / WG_LINEAR)))]
+    return [Dispatch(node, (node.op, "f32", ew_variant(node, g)), elementwise_source(g, node, attr_word),
+                     f"main{len(ins)}", _params(**words), binds, groups_for(math.ceil(node.size / WG_LINEAR)))]
 
 
 # --- reductions ----------------------------------------------------------------------------
-_REDUCE_ENTRY = {"sum": "sum", "mean": "sum", "sum_to": "sum", "max": "max", "var": "var", "argmax": "argmax"}
+# Which axes an op reduces is its spec's ``reduced_axes``; which kernel of reduce.wgsl does it is
+# ``wgsl_entry`` (default: the op's name). These entries may split a huge reduction in two stages:
+_SPLITTABLE = ("sum_wg", "mean_wg", "max_wg")
 
 
 def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
@@ -190,12 +219,10 @@ def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
 
 def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     (x,) = (g.nodes[i] for i in node.inputs)
-    if node.op == "sum_to":
-        axes, _ = _sum_to_axes(x.shape, tuple(node.attrs["shape"]))
-    elif node.op == "argmax":
-        axes = (node.attrs["axis"] % max(len(x.shape), 1),)
-    else:  # the public functions normalise axes; a node built with apply() may not have
-        axes = tuple(sorted(a % max(len(x.shape), 1) for a in node.attrs["axis"]))
+    op = spec(node.op)
+    if op.reduced_axes is None:
+        raise UnsupportedOnGpu(f"op {node.op!r} uses the reduce kernels but its spec has no reduced_axes")
+    axes = tuple(op.reduced_axes(x.shape, **node.attrs))
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
                               [s for i, s in enumerate(st) if i not in axes])
@@ -203,12 +230,12 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     _check_rank(node, oshape)
     _check_rank(node, ishape)
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
-    scale = 1.0 / n_red if node.op in ("mean", "var") and n_red else (math.nan if node.op == "mean" else 1.0)
+    scale = 1.0 / n_red if n_red else math.nan   # mean and var divide by it (the mean of nothing is NaN)
     per_group = _per_group(n_out, n_red, ist)
-    entry = _REDUCE_ENTRY[node.op] + ("_wg" if per_group else "_t")
+    entry = (op.wgsl_entry or node.op) + ("_wg" if per_group else "_t")
     src = family_source("reduce")
     chunks = 1
-    if per_group and entry in ("sum_wg", "max_wg") and n_out < 1024 and n_red >= 65536:
+    if per_group and entry in _SPLITTABLE and n_out < 1024 and n_red >= 65536:
         chunks = min(-(-2048 // n_out), -(-n_red // 4096))
     chunk = -(-n_red // chunks)
     if chunks == 1:
@@ -218,7 +245,7 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
         return [Dispatch(node, (node.op, "f32", entry), src, entry, words, {1: x.id, 2: node.id}, groups)]
     # two stages: P partial results per output into a scratch buffer, then reduce those
     scratch = -node.id - 1
-    first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(1.0), w5=NAN_BITS,
+    first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
                     w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist)
     second = _params(w0=n_out, w1=chunks, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=chunks, w7=1,
                      w8=[n_out], w16=[chunks], w24=[chunks], w32=[1])
@@ -255,7 +282,7 @@ def _view(shape: tuple, index: tuple) -> tuple[tuple, list[int], int]:
     """
     st = contiguous_strides(shape)
     fake = as_strided(np.zeros(1, dtype=np.float32), shape=shape, strides=[4 * s for s in st])
-    idx = _decode_index(index)
+    idx = decode_index(index)
     if Ellipsis not in idx:
         idx = idx + (Ellipsis,)   # all-int indices would give a numpy scalar, not a view
     view = fake[idx]

@@ -4,6 +4,10 @@ The texts are data, not code: ``en.toml``, ``ru.toml``, ... in this folder, one 
 op of :data:`asgteach.ops.REGISTRY`, per parameter role, per initialiser and per node
 category. Adding a language is adding one file.
 
+An op may also carry its texts itself — ``OpSpec(explain={"en": {...}, "ru": {...}})``, how an op
+defined in a notebook cell explains itself — and :func:`op_record` looks there first, then in the
+language file. Either way every op needs a record in every language (tests/test_explain.py).
+
 >>> from asgteach import explain
 >>> explain.explain("relu").headline
 'ReLU: max(x, 0)'
@@ -20,11 +24,11 @@ import warnings
 from typing import Any
 
 from .loader import FALLBACK, language_name, languages, resolve_language, table
-from .records import CategoryText, InitText, OpText, RoleText
+from .records import OP_FIELDS, CategoryText, InitText, OpText, RoleText
 from .roles import ROLE_KEYS, fill, resolve_role
 
 __all__ = [
-    "explain", "category", "role", "init", "labels", "languages", "language_name", "OpText", "RoleText",
+    "explain", "op_record", "category", "role", "init", "labels", "languages", "language_name", "OpText", "RoleText",
     "InitText", "CategoryText", "ROLE_KEYS",
 ]
 
@@ -40,6 +44,35 @@ def _record(section: str, key: str, lang: str) -> dict[str, str]:
                        f"to asgteach/explain/{FALLBACK}.toml")
     if lang != FALLBACK:
         warnings.warn(f"{lang}.toml has no [{section}.{key}]; showing the English text", stacklevel=3)
+    return rec
+
+
+def op_record(op: str, lang: str) -> dict[str, str] | None:
+    """The texts of op ``op`` in language code ``lang``: the op's own (``OpSpec.explain``), else the
+    language file's ``[ops.<op>]``; None when neither has one (no fallback to English here)."""
+    from ..ops import spec  # late: the ops import nothing from here, keep it that way
+
+    own = (spec(op).explain or {}).get(lang)
+    if own is not None:
+        return own
+    return table(lang).get("ops", {}).get(op) if lang in languages() else None
+
+
+def _op_texts(op: str, lang: str) -> dict[str, str]:
+    """Op ``op``'s record in ``lang``, or the English one (with a warning) if ``lang`` has none."""
+    rec = op_record(op, lang)
+    if rec is not None:
+        return rec
+    rec = op_record(op, FALLBACK)
+    if rec is None:
+        raise KeyError(f"no explanation for op {op!r} (not even in English): register it with "
+                       f"explain={{'en': {{...}}}} or add [ops.{op}] to asgteach/explain/{FALLBACK}.toml")
+    if lang != FALLBACK:
+        from ..ops import spec
+
+        where = f"{lang}.toml has no [ops.{op}]" if spec(op).explain is None else \
+            f"op {op!r} was registered with no explain[{lang!r}]"
+        warnings.warn(f"{where}; showing the English text", stacklevel=3)
     return rec
 
 
@@ -97,7 +130,10 @@ def explain(op_or_node: Any, lang: str = "en") -> OpText:
     from ..ops import spec  # late: the ops import nothing from here, keep it that way
 
     op_spec = spec(op)  # unknown op names get the registry's "did you mean" error
-    rec = _record("ops", op, code)
+    rec = _op_texts(op, code)
+    missing = [f for f in OP_FIELDS if not isinstance(rec.get(f), str)]
+    if missing:
+        raise KeyError(f"the {code!r} explanation of op {op!r} has no {', '.join(missing)}")
     the_role = role(node, code) if op == "parameter" and not isinstance(node, str) else None
     return OpText(
         op, code, category(op_spec.category, code), rec["headline"], rec["what"], rec["formula"], rec["vjp"],

@@ -14,23 +14,25 @@ from .module import Module
 
 __all__ = ["Linear", "MLP", "LayerNorm", "Embedding", "Dropout", "FeedForward", "get_activation"]
 
-_ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {
-    "relu": ops.relu, "tanh": ops.tanh, "sigmoid": ops.sigmoid, "gelu": ops.gelu, "silu": ops.silu,
-    "leaky_relu": ops.leaky_relu, "softplus": ops.softplus,
-    "gelu_tanh": lambda x: ops.gelu(x, approximate="tanh"),
-}
-
-
 def get_activation(name: str | Callable[[Tensor], Tensor] | None) -> Callable[[Tensor], Tensor]:
-    """An activation function by name ("relu", "tanh", "gelu", ...), or the function itself."""
+    """An activation function by name, or the function itself.
+
+    A name is any registered op of category "activation" taking one tensor ("relu", "tanh",
+    "gelu", a softsign you registered yourself) or a registered composite ("hardtanh",
+    "gelu_tanh"): see ``asgteach.ops.activations()``.
+    """
     if name is None:
         return lambda x: x
     if callable(name):
         return name
-    try:
-        return _ACTIVATIONS[name]
-    except KeyError:
-        raise ValueError(f"unknown activation {name!r}; known: {', '.join(_ACTIVATIONS)}") from None
+    return ops.activation(name)
+
+
+def _init_for(activation: str | Callable | None) -> str:
+    """The weight initialiser suited to an activation: what its spec says (Kaiming for relu-like ones), else Xavier."""
+    if isinstance(activation, str):
+        return ops.lookup(activation).weight_init or "xavier_uniform"
+    return "xavier_uniform"
 
 
 class Linear(Module):
@@ -72,7 +74,7 @@ class MLP(Module):
         self.act_name = activation if isinstance(activation, str) else getattr(activation, "__name__", "custom")
         self.act = get_activation(activation)
         if init is None:
-            init = "kaiming_uniform" if self.act_name in ("relu", "leaky_relu") else "xavier_uniform"
+            init = _init_for(activation)
         self.layers = [
             self.child(str(i), Linear(a, b, bias=bias, name=f"{self.name}.{i}", init=init))
             for i, (a, b) in enumerate(zip(self.sizes[:-1], self.sizes[1:]))

@@ -1,22 +1,30 @@
 """The op registry and the functions that build op nodes.
 
 ``REGISTRY`` maps every op name to its :class:`OpSpec`. The family modules register
-their ops when imported; the public functions below are what ``at.*`` re-exports.
+their ops when imported; their public functions (each module's ``__all__``) are what
+``at.*`` re-exports, so a new op's function is exported by the module that defines it.
 """
 
 from __future__ import annotations
 
 from .registry import (  # noqa: F401
-    CATEGORIES, REGISTRY, NotDifferentiableError, OpSpec, VjpContext, apply, as_tensor, patched, register, spec,
+    CATEGORIES, COMPOSITES, REGISTRY, Composite, NotDifferentiableError, OpSpec, VjpContext, activation, activations,
+    apply, as_tensor, lookup, patched, register, registered, spec, unregister,
 )
-from . import leaves  # noqa: F401  (registers input/parameter/constant)
-from .leaves import constant, input, parameter  # noqa: F401
-from .elementwise import (  # noqa: F401
-    abs, add, div, equal, erf, exp, gelu, greater, leaky_relu, log, maximum, minimum, mul, neg, pow, relu,
-    sigmoid, sign, silu, softplus, sqrt, sub, tanh, where,
-)
-from .reduce import argmax, max, mean, sum, var  # noqa: F401
-from .shape import broadcast_to, concat, getitem, reshape, sum_to, transpose  # noqa: F401
-from .linalg import matmul  # noqa: F401
-from .nn import embedding, layer_norm, layer_norm_composite, log_softmax, softmax  # noqa: F401
-from .conv import avg_pool2d, conv2d, max_pool2d  # noqa: F401
+from .leaves import constant, input, parameter  # noqa: F401  (leaves registers input/parameter/constant)
+from . import elementwise, reduce, shape, linalg, nn, conv  # noqa: I001  (this order is the registry's)
+from .elementwise import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .nn import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+
+#: The public op functions, ``at.relu`` and friends: each family module's ``__all__``.
+__all__ = ["NotDifferentiableError", "input", "parameter", "constant"]
+__all__ += elementwise.__all__
+__all__ += reduce.__all__
+__all__ += shape.__all__
+__all__ += linalg.__all__
+__all__ += nn.__all__
+__all__ += conv.__all__

@@ -170,16 +170,24 @@ def _grad_weight_vjp(c: VjpContext, u: Tensor):
 
 
 _CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
-register(OpSpec("conv2d", "convolution", 2, _conv_infer, _conv_kernel, vjp=_conv_vjp, attrs=dict(_CONV_ATTRS),
-                wgsl="conv", doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups"))
+_SAMPLE_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
 register(OpSpec(
-    "conv2d_grad_input", "gradient", 2, lambda g, w, x_shape=(), **_: tuple(x_shape), _conv_grad_input_kernel,
-    vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
+    name="conv2d", category="convolution", arity=2, infer=_conv_infer, numpy=_conv_kernel, vjp=_conv_vjp,
+    attrs=dict(_CONV_ATTRS), wgsl="conv", sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1),
+    doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups",
+))
+register(OpSpec(
+    name="conv2d_grad_input", category="gradient", arity=2, infer=lambda g, w, x_shape=(), **_: tuple(x_shape),
+    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
+    sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5),
+                           **_SAMPLE_CONV),
     doc="gradient of conv2d with respect to its input: a transposed convolution",
 ))
 register(OpSpec(
-    "conv2d_grad_weight", "gradient", 2, lambda x, g, w_shape=(), **_: tuple(w_shape), _conv_grad_weight_kernel,
-    vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()}, wgsl="conv",
+    name="conv2d_grad_weight", category="gradient", arity=2, infer=lambda x, g, w_shape=(), **_: tuple(w_shape),
+    numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()}, wgsl="conv",
+    sample=lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)), w_shape=(3, 2, 3, 3),
+                           **_SAMPLE_CONV),
     doc="gradient of conv2d with respect to its kernel: input patches correlated with the output gradient",
 ))
 
@@ -282,32 +290,42 @@ def _pool_attrs(c: VjpContext) -> dict[str, Any]:
 
 
 _POOL_ATTRS = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}
+_SAMPLE_POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}   # overlapping, padded windows
 register(OpSpec(
-    "max_pool2d", "convolution", 1, _pool_infer, _max_pool_kernel, attrs=dict(_POOL_ATTRS), wgsl="pool",
+    name="max_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_max_pool_kernel,
     vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
+    attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2),   # no ties: one winner per window
     doc="maximum over each window; the gradient goes to the (first) maximum",
 ))
 register(OpSpec(
-    "max_pool2d_grad", "gradient", 2, lambda x, g, **_: x, _max_pool_grad_kernel, attrs=dict(_POOL_ATTRS),
-    diff_inputs=(False, True), wgsl="pool",
+    name="max_pool2d_grad", category="gradient", arity=2, infer=lambda x, g, **_: x, numpy=_max_pool_grad_kernel,
     vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
+                           **_SAMPLE_POOL),
     doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
 ))
 register(OpSpec(
-    "max_pool2d_gather", "gradient", 2, lambda x, u, **kw: _pool_infer(x, **kw), _max_pool_gather_kernel,
-    attrs=dict(_POOL_ATTRS), diff_inputs=(False, True), wgsl="pool",
+    name="max_pool2d_gather", category="gradient", arity=2, infer=lambda x, u, **kw: _pool_infer(x, **kw),
+    numpy=_max_pool_gather_kernel,
     vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
+                           **_SAMPLE_POOL),
     doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
 ))
 register(OpSpec(
-    "avg_pool2d", "convolution", 1, _pool_infer, _avg_pool_kernel, attrs=dict(_POOL_ATTRS), wgsl="pool",
+    name="avg_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_avg_pool_kernel,
     vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
+    attrs=dict(_POOL_ATTRS), wgsl="pool", sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2),
     doc="mean over each window (zero padding counts, count_include_pad=True)",
 ))
 register(OpSpec(
-    "avg_pool2d_grad", "gradient", 1, lambda g, x_shape=(), **_: tuple(x_shape), _avg_pool_grad_kernel,
+    name="avg_pool2d_grad", category="gradient", arity=1, infer=lambda g, x_shape=(), **_: tuple(x_shape),
+    numpy=_avg_pool_grad_kernel, vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
     attrs={**_POOL_ATTRS, "x_shape": ()}, wgsl="pool",
-    vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
+    sample=lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_SAMPLE_POOL),
     doc="spreads each window's gradient evenly over the window",
 ))
 

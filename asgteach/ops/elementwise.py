@@ -1,4 +1,8 @@
-"""Elementwise ops: arithmetic, activations and comparisons.
+"""Elementwise ops: arithmetic, comparisons and activations — one block per op.
+
+Each block is the whole op: its kernel, its derivative, the ``register`` call that makes it
+known (with its GPU formula ``wgsl_expr`` and whatever else the tools ask about) and the
+public function. Nothing outside this file lists these ops.
 
 Binary ops broadcast like numpy. Their backward rules end with ``sum_to(..., shape)``:
 if ``b`` of shape (3,) was broadcast against ``a`` of shape (4, 3), every one of b's
@@ -6,9 +10,12 @@ entries was used 4 times, so its gradient is the *sum* of the 4 contributions. T
 done in every binary rule, always — forgetting it is the classic autograd bug (RustyASG's
 author spent longest on exactly this, in ``div``).
 
-Unary ops are written once as (kernel, local derivative). The derivative is a small
+Unary ops are written as (kernel, local derivative f'(x)). The derivative is a small
 graph, so the same expression serves the reverse rule (``g * f'(x)``) and the forward
-rule (``t * f'(x)``).
+rule (``t * f'(x)``): see :func:`_reverse` and :func:`_forward`.
+
+At the end, three *composites*: activations made of the ops above (``hardtanh`` is
+``minimum(maximum(x, lo), hi)``), registered by name so that ``nn.MLP`` finds them.
 """
 
 from __future__ import annotations
@@ -22,39 +29,56 @@ from scipy import special
 from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, register
+from .registry import Composite, OpSpec, VjpContext, apply, register
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "tanh", "sigmoid",
     "relu", "gelu", "silu", "leaky_relu", "softplus", "erf", "sign", "maximum", "minimum",
-    "where", "greater", "equal",
+    "where", "greater", "equal", "hardtanh", "relu6",
 ]
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _GELU_TANH_C = math.sqrt(2.0 / math.pi)
+_ZERO_GRAD = "piecewise constant: its derivative is 0 wherever it exists, so no gradient flows through it"
+
+
+# --- shared pieces ------------------------------------------------------------------------
+def _broadcast(a: tuple, b: tuple, **_: Any) -> tuple:
+    """The shape rule of every binary op: numpy broadcasting."""
+    return broadcast_shapes("?", a, b)
+
+
+def _same_shape(s: tuple, **_: Any) -> tuple:
+    """The shape rule of every unary op: the output has the input's shape."""
+    return s
 
 
 def _sum_to(t: Tensor, like: Tensor) -> Tensor:
     return _shape.sum_to(t, like.shape)
 
 
-def _binary_infer(a: tuple, b: tuple, **_: Any) -> tuple:
-    return broadcast_shapes("?", a, b)
-
-
-def _binary(
-    name: str, category: str, kernel: Callable, vjp: Callable, jvp: Callable | None, doc: str, **kw: Any
-) -> None:
-    register(OpSpec(name, category, 2, _binary_infer, kernel, vjp=vjp, jvp=jvp, doc=doc, wgsl="elementwise", **kw))
-
-
 def _bcast(t: Tensor | None, shape: tuple) -> Tensor | None:
     return t if t is None or t.shape == shape else _shape.broadcast_to(t, shape)
 
 
-# --- binary arithmetic ----------------------------------------------------------------
+def _reverse(deriv: Callable[[VjpContext], Tensor]) -> Callable:
+    """The backward rule of a unary op from its local derivative: dL/dx = g * f'(x)."""
+    return lambda c, g: (g * deriv(c),)
+
+
+def _forward(deriv: Callable[[VjpContext], Tensor]) -> Callable:
+    """The forward-mode rule from the same local derivative: dy = t * f'(x)."""
+    return lambda c, t: None if t[0] is None else t[0] * deriv(c)
+
+
+def _separated(b: Any) -> tuple[Tensor, Tensor]:
+    """A sample pair (2, 3) and (3,) that differs by >= 0.2 everywhere: no ties, no kinks."""
+    return b.pair(b.shape, b.shape[-1:])
+
+
+# --- add ----------------------------------------------------------------------------------
 def _add_vjp(c: VjpContext, g: Tensor):
     a, b = c.inputs
     return (_sum_to(g, a) if c.needs[0] else None, _sum_to(g, b) if c.needs[1] else None)
@@ -65,6 +89,19 @@ def _add_jvp(c: VjpContext, t):
     return ta if tb is None else tb if ta is None else ta + tb
 
 
+register(OpSpec(
+    name="add", category="arithmetic", arity=2, infer=_broadcast, numpy=np.add, vjp=_add_vjp, jvp=_add_jvp,
+    broadcasts=True, wgsl_expr="a + b", nan_hint="inf + (-inf) is NaN; an earlier value overflowed",
+    doc="a + b, broadcasting",
+))
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """a + b with numpy broadcasting."""
+    return apply("add", a, b)
+
+
+# --- sub ----------------------------------------------------------------------------------
 def _sub_vjp(c: VjpContext, g: Tensor):
     a, b = c.inputs
     return (_sum_to(g, a) if c.needs[0] else None, _sum_to(neg(g), b) if c.needs[1] else None)
@@ -75,11 +112,37 @@ def _sub_jvp(c: VjpContext, t):
     return (neg(tb) if tb is not None else None) if ta is None else ta if tb is None else ta - tb
 
 
+register(OpSpec(
+    name="sub", category="arithmetic", arity=2, infer=_broadcast, numpy=np.subtract, vjp=_sub_vjp, jvp=_sub_jvp,
+    broadcasts=True, wgsl_expr="a - b", nan_hint="inf - inf is NaN; an earlier value overflowed",
+    doc="a - b, broadcasting",
+))
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """a - b with numpy broadcasting."""
+    return apply("sub", a, b)
+
+
+# --- mul ----------------------------------------------------------------------------------
 def _mul_vjp(c: VjpContext, g: Tensor):
     a, b = c.inputs
     return (_sum_to(g * b, a) if c.needs[0] else None, _sum_to(g * a, b) if c.needs[1] else None)
 
 
+register(OpSpec(
+    name="mul", category="arithmetic", arity=2, infer=_broadcast, numpy=np.multiply, vjp=_mul_vjp,
+    broadcasts=True, wgsl_expr="a * b", nan_hint="0 * inf is NaN; an earlier value overflowed",
+    doc="a * b, elementwise, broadcasting",
+))
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """a * b elementwise, with numpy broadcasting."""
+    return apply("mul", a, b)
+
+
+# --- div ----------------------------------------------------------------------------------
 def _div_vjp(c: VjpContext, g: Tensor):
     # out = a / b;  d/da = 1/b;  d/db = -a/b^2 = -out/b
     a, b = c.inputs
@@ -88,6 +151,19 @@ def _div_vjp(c: VjpContext, g: Tensor):
     return da, db
 
 
+register(OpSpec(
+    name="div", category="arithmetic", arity=2, infer=_broadcast, numpy=np.divide, vjp=_div_vjp,
+    broadcasts=True, wgsl_expr="a / b", nan_hint="0/0 and inf/inf are NaN; check for a zero denominator",
+    doc="a / b, elementwise, broadcasting",
+))
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """a / b elementwise, with numpy broadcasting."""
+    return apply("div", a, b)
+
+
+# --- pow ----------------------------------------------------------------------------------
 def _pow_vjp(c: VjpContext, g: Tensor):
     """out = a^b;  d/da = b a^(b-1);  d/db = a^b log(a).
 
@@ -126,13 +202,20 @@ def _pow_vjp(c: VjpContext, g: Tensor):
     return da, db
 
 
-_binary("add", "arithmetic", np.add, _add_vjp, _add_jvp, "a + b, broadcasting")
-_binary("sub", "arithmetic", np.subtract, _sub_vjp, _sub_jvp, "a - b, broadcasting")
-_binary("mul", "arithmetic", np.multiply, _mul_vjp, None, "a * b, elementwise, broadcasting")
-_binary("div", "arithmetic", np.divide, _div_vjp, None, "a / b, elementwise, broadcasting")
-_binary("pow", "arithmetic", np.power, _pow_vjp, None, "a ** b, elementwise; the exponent may be a tensor")
+register(OpSpec(
+    name="pow", category="arithmetic", arity=2, infer=_broadcast, numpy=np.power, vjp=_pow_vjp,
+    broadcasts=True, wgsl_expr="f_pow(a, b)", nan_hint="a negative base to a fractional power is NaN",
+    sample=lambda b: pow(b.x(lo=0.5, hi=2.0), b.x(b.shape[-1:])),   # a > 0: log(a) in d/db exists
+    doc="a ** b, elementwise; the exponent may be a tensor",
+))
 
 
+def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - numpy's name
+    """a ** b elementwise; ``b`` may be a scalar or a tensor (then d/db = a^b log a)."""
+    return apply("pow", a, b)
+
+
+# --- maximum / minimum: the gradient goes to the winner, ties split it -----------------------
 def _max_mask(a: Tensor, b: Tensor) -> Tensor:
     # 1 where a wins, 0 where b wins, 1/2 at ties (the subgradient PyTorch uses)
     return greater(a, b) + 0.5 * equal(a, b)
@@ -144,16 +227,37 @@ def _maximum_vjp(c: VjpContext, g: Tensor):
     return (_sum_to(g * m, a) if c.needs[0] else None, _sum_to(g * (1.0 - m), b) if c.needs[1] else None)
 
 
+register(OpSpec(
+    name="maximum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.maximum, vjp=_maximum_vjp,
+    broadcasts=True, wgsl_expr="f_max(a, b)", sample=lambda b: maximum(*_separated(b)),
+    doc="elementwise larger of a and b",
+))
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    """Elementwise max of two tensors (ties split the gradient in half)."""
+    return apply("maximum", a, b)
+
+
 def _minimum_vjp(c: VjpContext, g: Tensor):
     a, b = c.inputs
     m = _max_mask(b, a)
     return (_sum_to(g * m, a) if c.needs[0] else None, _sum_to(g * (1.0 - m), b) if c.needs[1] else None)
 
 
-_binary("maximum", "arithmetic", np.maximum, _maximum_vjp, None, "elementwise larger of a and b")
-_binary("minimum", "arithmetic", np.minimum, _minimum_vjp, None, "elementwise smaller of a and b")
+register(OpSpec(
+    name="minimum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.minimum, vjp=_minimum_vjp,
+    broadcasts=True, wgsl_expr="f_min(a, b)", sample=lambda b: minimum(*_separated(b)),
+    doc="elementwise smaller of a and b",
+))
 
 
+def minimum(a: Any, b: Any) -> Tensor:
+    """Elementwise min of two tensors (ties split the gradient in half)."""
+    return apply("minimum", a, b)
+
+
+# --- comparisons: float masks, no gradient by design -------------------------------------------
 def _compare_kernel(fn: Callable) -> Callable:
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return fn(a, b).astype(np.result_type(a, b))
@@ -161,19 +265,40 @@ def _compare_kernel(fn: Callable) -> Callable:
     return kernel
 
 
-_ZERO_GRAD = "piecewise constant: its derivative is 0 wherever it exists, so no gradient flows through it"
-for _name, _fn, _doc in (
-    ("greater", np.greater, "1.0 where a > b, else 0.0 (a float mask)"),
-    ("equal", np.equal, "1.0 where a == b, else 0.0 (a float mask)"),
-):
-    register(OpSpec(
-        _name, "comparison", 2, _binary_infer, _compare_kernel(_fn), vjp=lambda c, g: (None, None),
-        zero_gradient=_ZERO_GRAD, doc=_doc, wgsl="elementwise",
-    ))
+register(OpSpec(
+    name="greater", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.greater),
+    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD, broadcasts=True,
+    wgsl_expr="select(0.0, 1.0, a > b)", sample=lambda b: greater(*_separated(b)),
+    doc="1.0 where a > b, else 0.0 (a float mask)",
+))
 
 
+def greater(a: Any, b: Any) -> Tensor:
+    """1.0 where a > b else 0.0. Also ``a > b``."""
+    return apply("greater", a, b)
+
+
+register(OpSpec(
+    name="equal", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.equal),
+    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD, broadcasts=True,
+    wgsl_expr="select(0.0, 1.0, a == b)",
+    sample=lambda b: equal(b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.5, 3.0])),  # some ties
+    doc="1.0 where a == b, else 0.0 (a float mask)",
+))
+
+
+def equal(a: Any, b: Any) -> Tensor:
+    """1.0 where a == b else 0.0 (``==`` on Tensors compares identity, not values)."""
+    return apply("equal", a, b)
+
+
+# --- where: pick by a condition ---------------------------------------------------------------
 def _where_infer(c: tuple, a: tuple, b: tuple, **_: Any) -> tuple:
     return broadcast_shapes("?", c, a, b)
+
+
+def _where_kernel(cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(cond != 0, a, b).astype(np.result_type(a, b), copy=False)
 
 
 def _where_vjp(c: VjpContext, g: Tensor):
@@ -184,40 +309,188 @@ def _where_vjp(c: VjpContext, g: Tensor):
     return None, da, db
 
 
-def _where_kernel(cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return np.where(cond != 0, a, b).astype(np.result_type(a, b), copy=False)
-
-
 register(OpSpec(
-    "where", "arithmetic", 3, _where_infer, _where_kernel, vjp=_where_vjp,
-    diff_inputs=(False, True, True), input_kinds=("any", "float", "float"), wgsl="elementwise",
+    name="where", category="arithmetic", arity=3, infer=_where_infer, numpy=_where_kernel, vjp=_where_vjp,
+    diff_inputs=(False, True, True), input_kinds=("any", "float", "float"), broadcasts=True,
+    # inputs cond, a, b are a, b, c in the formula; f_nonzero judges the condition like numpy (-0.0 is false)
+    wgsl_expr="select(c, b, f_nonzero(a))",
+    sample=lambda b: where(b.ids((2, 3), [[1, 0, 1], [0, 0, 1]]), b.x((2, 3)), b.x((3,))),
     doc="picks a where cond is nonzero, else b; the condition gets no gradient",
 ))
 
 
-# --- unary ops: kernel + local derivative ----------------------------------------------
-def _unary(name: str, category: str, kernel: Callable, deriv: Callable | None, doc: str,
-           attrs: dict | None = None, **kw: Any) -> None:
-    """Register a unary op from its kernel and its local derivative f'(x) as a graph."""
-
-    def vjp(c: VjpContext, g: Tensor):
-        return (g * deriv(c),)
-
-    def jvp(c: VjpContext, t):
-        return None if t[0] is None else t[0] * deriv(c)
-
-    register(OpSpec(
-        name, category, 1, lambda s, **_: s, kernel, vjp=vjp if deriv else kw.pop("vjp"),
-        jvp=jvp if deriv else kw.pop("jvp", None), attrs=attrs or {}, doc=doc, wgsl="elementwise", **kw,
-    ))
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """``a`` where ``cond`` is nonzero, else ``b`` (all three broadcast)."""
+    return apply("where", cond, a, b)
 
 
+# --- neg ----------------------------------------------------------------------------------------
+register(OpSpec(
+    name="neg", category="arithmetic", arity=1, infer=_same_shape, numpy=np.negative,
+    vjp=lambda c, g: (neg(g),), jvp=lambda c, t: None if t[0] is None else neg(t[0]),
+    wgsl_expr="-x", doc="-x",
+))
+
+
+def neg(x: Any) -> Tensor:
+    """-x."""
+    return apply("neg", x)
+
+
+# --- exp: its own derivative ----------------------------------------------------------------------
+def _exp_deriv(c: VjpContext) -> Tensor:
+    return c.out  # d/dx e^x = e^x: reuse the forward value
+
+
+register(OpSpec(
+    name="exp", category="arithmetic", arity=1, infer=_same_shape, numpy=np.exp,
+    vjp=_reverse(_exp_deriv), jvp=_forward(_exp_deriv), wgsl_expr="exp(x)", doc="e^x",
+))
+
+
+def exp(x: Any) -> Tensor:
+    """e ** x."""
+    return apply("exp", x)
+
+
+# --- log ------------------------------------------------------------------------------------------
+def _log_deriv(c: VjpContext) -> Tensor:
+    return 1.0 / c.inputs[0]
+
+
+register(OpSpec(
+    name="log", category="arithmetic", arity=1, infer=_same_shape, numpy=np.log,
+    vjp=_reverse(_log_deriv), jvp=_forward(_log_deriv), wgsl_expr="f_log(x)",
+    nan_hint="log of a negative number is NaN (and log(0) = -inf); clamp the input or add a small epsilon",
+    sample=lambda b: log(b.x(lo=0.3, hi=3.0)), doc="natural logarithm",
+))
+
+
+def log(x: Any) -> Tensor:
+    """Natural logarithm."""
+    return apply("log", x)
+
+
+# --- sqrt -----------------------------------------------------------------------------------------
+def _sqrt_deriv(c: VjpContext) -> Tensor:
+    return 0.5 / c.out  # d/dx sqrt(x) = 1 / (2 sqrt(x))
+
+
+register(OpSpec(
+    name="sqrt", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sqrt,
+    vjp=_reverse(_sqrt_deriv), jvp=_forward(_sqrt_deriv), wgsl_expr="f_sqrt(x)",
+    nan_hint="sqrt of a negative number is NaN; check the input is >= 0 (e.g. a variance plus eps)",
+    sample=lambda b: sqrt(b.x(lo=0.3, hi=3.0)), doc="square root",
+))
+
+
+def sqrt(x: Any) -> Tensor:
+    """Square root."""
+    return apply("sqrt", x)
+
+
+# --- abs ------------------------------------------------------------------------------------------
+def _abs_deriv(c: VjpContext) -> Tensor:
+    return sign(c.inputs[0])
+
+
+register(OpSpec(
+    name="abs", category="arithmetic", arity=1, infer=_same_shape, numpy=np.abs,
+    vjp=_reverse(_abs_deriv), jvp=_forward(_abs_deriv), wgsl_expr="abs(x)",
+    doc="|x|; derivative sign(x) (0 at 0)",
+))
+
+
+def abs(x: Any) -> Tensor:  # noqa: A001 - numpy's name
+    """|x|."""
+    return apply("abs", x)
+
+
+# --- sign -----------------------------------------------------------------------------------------
+register(OpSpec(
+    name="sign", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sign,
+    vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, wgsl_expr="sign(x)", doc="-1, 0 or +1 by the sign of x",
+))
+
+
+def sign(x: Any) -> Tensor:
+    """-1, 0 or 1 (no gradient flows: it is piecewise constant)."""
+    return apply("sign", x)
+
+
+# --- erf ------------------------------------------------------------------------------------------
+def _erf_deriv(c: VjpContext) -> Tensor:
+    x = c.inputs[0]
+    return _TWO_OVER_SQRT_PI * exp(neg(x * x))
+
+
+register(OpSpec(
+    name="erf", category="arithmetic", arity=1, infer=_same_shape, numpy=special.erf,
+    vjp=_reverse(_erf_deriv), jvp=_forward(_erf_deriv), wgsl_expr="f_erf(x)", doc="the Gauss error function",
+))
+
+
+def erf(x: Any) -> Tensor:
+    """The error function (used by exact GELU)."""
+    return apply("erf", x)
+
+
+# --- tanh -----------------------------------------------------------------------------------------
+def _tanh_deriv(c: VjpContext) -> Tensor:
+    return 1.0 - c.out * c.out
+
+
+register(OpSpec(
+    name="tanh", category="activation", arity=1, infer=_same_shape, numpy=np.tanh,
+    vjp=_reverse(_tanh_deriv), jvp=_forward(_tanh_deriv), wgsl_expr="f_tanh(x)", doc="hyperbolic tangent",
+))
+
+
+def tanh(x: Any) -> Tensor:
+    """Hyperbolic tangent."""
+    return apply("tanh", x)
+
+
+# --- sigmoid --------------------------------------------------------------------------------------
 def _sigmoid_kernel(x: np.ndarray) -> np.ndarray:
     # two branches so exp never overflows: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _sigmoid_deriv(c: VjpContext) -> Tensor:
+    return c.out * (1.0 - c.out)
+
+
+register(OpSpec(
+    name="sigmoid", category="activation", arity=1, infer=_same_shape, numpy=_sigmoid_kernel,
+    vjp=_reverse(_sigmoid_deriv), jvp=_forward(_sigmoid_deriv), wgsl_expr="f_sigmoid(x)", doc="1 / (1 + e^-x)",
+))
+
+
+def sigmoid(x: Any) -> Tensor:
+    """1 / (1 + exp(-x)), computed without overflow."""
+    return apply("sigmoid", x)
+
+
+# --- relu -----------------------------------------------------------------------------------------
+def _relu_deriv(c: VjpContext) -> Tensor:
+    return greater(c.inputs[0], 0.0)
+
+
+register(OpSpec(
+    name="relu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: np.maximum(x, 0),
+    vjp=_reverse(_relu_deriv), jvp=_forward(_relu_deriv), wgsl_expr="f_relu(x)", weight_init="kaiming_uniform",
+    doc="max(x, 0)",
+))
+
+
+def relu(x: Any) -> Tensor:
+    """max(x, 0)."""
+    return apply("relu", x)
+
+
+# --- gelu: exact, or the tanh approximation ---------------------------------------------------------
 def _gelu_kernel(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(_GELU_TANH_C * (x + 0.044715 * x**3)))
@@ -234,144 +507,18 @@ def _gelu_deriv(c: VjpContext) -> Tensor:
     return 0.5 * (1.0 + erf(x * _SQRT_HALF)) + x * _INV_SQRT_2PI * exp(-0.5 * x * x)
 
 
-def _silu_deriv(c: VjpContext) -> Tensor:
-    (x,) = c.inputs
-    s = sigmoid(x)
-    return s * (1.0 + x * (1.0 - s))
+def _gelu_wgsl(approximate: str = "none", **_: Any) -> str:
+    """The formula depends on a text attribute, so it is chosen per node (each choice is its own kernel)."""
+    if approximate == "tanh":
+        return "0.5 * x * (1.0 + f_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))"
+    return "0.5 * x * (1.0 + f_erf(x * 0.7071067811865476))"
 
 
-def _neg_vjp(c: VjpContext, g: Tensor):
-    return (neg(g),)
-
-
-def _neg_jvp(c: VjpContext, t):
-    return None if t[0] is None else neg(t[0])
-
-
-_unary("neg", "arithmetic", np.negative, None, "-x", vjp=_neg_vjp, jvp=_neg_jvp)
-_unary("exp", "arithmetic", np.exp, lambda c: c.out, "e^x")
-_unary("log", "arithmetic", np.log, lambda c: 1.0 / c.inputs[0], "natural logarithm")
-_unary("sqrt", "arithmetic", np.sqrt, lambda c: 0.5 / c.out, "square root")
-_unary("abs", "arithmetic", np.abs, lambda c: sign(c.inputs[0]), "|x|; derivative sign(x) (0 at 0)")
-_unary("erf", "arithmetic", special.erf,
-       lambda c: _TWO_OVER_SQRT_PI * exp(neg(c.inputs[0] * c.inputs[0])), "the Gauss error function")
-_unary("tanh", "activation", np.tanh, lambda c: 1.0 - c.out * c.out, "hyperbolic tangent")
-_unary("sigmoid", "activation", _sigmoid_kernel, lambda c: c.out * (1.0 - c.out), "1 / (1 + e^-x)")
-_unary("relu", "activation", lambda x: np.maximum(x, 0), lambda c: greater(c.inputs[0], 0.0), "max(x, 0)")
-_unary("gelu", "activation", _gelu_kernel, _gelu_deriv, "x * Phi(x) (exact erf, or approximate='tanh')",
-       attrs={"approximate": "none"})
-_unary("silu", "activation", lambda x: x * _sigmoid_kernel(x), _silu_deriv, "x * sigmoid(x) (a.k.a. swish)")
-_unary("leaky_relu", "activation", lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
-       lambda c: c.attrs["negative_slope"] + (1.0 - c.attrs["negative_slope"]) * greater(c.inputs[0], 0.0),
-       "x for x > 0, slope * x otherwise", attrs={"negative_slope": 0.01})
-_unary("softplus", "activation", lambda x, beta=1.0: np.logaddexp(0, beta * x) / beta,
-       lambda c: sigmoid(c.attrs["beta"] * c.inputs[0]), "log(1 + e^(beta x)) / beta, a smooth relu",
-       attrs={"beta": 1.0})
 register(OpSpec(
-    "sign", "arithmetic", 1, lambda s, **_: s, np.sign, vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD,
-    doc="-1, 0 or +1 by the sign of x", wgsl="elementwise",
+    name="gelu", category="activation", arity=1, infer=_same_shape, numpy=_gelu_kernel,
+    vjp=_reverse(_gelu_deriv), jvp=_forward(_gelu_deriv), attrs={"approximate": "none"}, wgsl_expr=_gelu_wgsl,
+    doc="x * Phi(x) (exact erf, or approximate='tanh')",
 ))
-
-
-# --- public functions (numpy / PyTorch names and defaults) -----------------------------
-def add(a: Any, b: Any) -> Tensor:
-    """a + b with numpy broadcasting."""
-    return apply("add", a, b)
-
-
-def sub(a: Any, b: Any) -> Tensor:
-    """a - b with numpy broadcasting."""
-    return apply("sub", a, b)
-
-
-def mul(a: Any, b: Any) -> Tensor:
-    """a * b elementwise, with numpy broadcasting."""
-    return apply("mul", a, b)
-
-
-def div(a: Any, b: Any) -> Tensor:
-    """a / b elementwise, with numpy broadcasting."""
-    return apply("div", a, b)
-
-
-def pow(a: Any, b: Any) -> Tensor:  # noqa: A001 - numpy's name
-    """a ** b elementwise; ``b`` may be a scalar or a tensor (then d/db = a^b log a)."""
-    return apply("pow", a, b)
-
-
-def maximum(a: Any, b: Any) -> Tensor:
-    """Elementwise max of two tensors (ties split the gradient in half)."""
-    return apply("maximum", a, b)
-
-
-def minimum(a: Any, b: Any) -> Tensor:
-    """Elementwise min of two tensors (ties split the gradient in half)."""
-    return apply("minimum", a, b)
-
-
-def greater(a: Any, b: Any) -> Tensor:
-    """1.0 where a > b else 0.0. Also ``a > b``."""
-    return apply("greater", a, b)
-
-
-def equal(a: Any, b: Any) -> Tensor:
-    """1.0 where a == b else 0.0 (``==`` on Tensors compares identity, not values)."""
-    return apply("equal", a, b)
-
-
-def where(cond: Any, a: Any, b: Any) -> Tensor:
-    """``a`` where ``cond`` is nonzero, else ``b`` (all three broadcast)."""
-    return apply("where", cond, a, b)
-
-
-def neg(x: Any) -> Tensor:
-    """-x."""
-    return apply("neg", x)
-
-
-def exp(x: Any) -> Tensor:
-    """e ** x."""
-    return apply("exp", x)
-
-
-def log(x: Any) -> Tensor:
-    """Natural logarithm."""
-    return apply("log", x)
-
-
-def sqrt(x: Any) -> Tensor:
-    """Square root."""
-    return apply("sqrt", x)
-
-
-def abs(x: Any) -> Tensor:  # noqa: A001 - numpy's name
-    """|x|."""
-    return apply("abs", x)
-
-
-def sign(x: Any) -> Tensor:
-    """-1, 0 or 1 (no gradient flows: it is piecewise constant)."""
-    return apply("sign", x)
-
-
-def erf(x: Any) -> Tensor:
-    """The error function (used by exact GELU)."""
-    return apply("erf", x)
-
-
-def tanh(x: Any) -> Tensor:
-    """Hyperbolic tangent."""
-    return apply("tanh", x)
-
-
-def sigmoid(x: Any) -> Tensor:
-    """1 / (1 + exp(-x)), computed without overflow."""
-    return apply("sigmoid", x)
-
-
-def relu(x: Any) -> Tensor:
-    """max(x, 0)."""
-    return apply("relu", x)
 
 
 def gelu(x: Any, approximate: str = "none") -> Tensor:
@@ -381,9 +528,38 @@ def gelu(x: Any, approximate: str = "none") -> Tensor:
     return apply("gelu", x, approximate=approximate)
 
 
+# --- silu -----------------------------------------------------------------------------------------
+def _silu_deriv(c: VjpContext) -> Tensor:
+    (x,) = c.inputs
+    s = sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+register(OpSpec(
+    name="silu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: x * _sigmoid_kernel(x),
+    vjp=_reverse(_silu_deriv), jvp=_forward(_silu_deriv), wgsl_expr="x * f_sigmoid(x)",
+    doc="x * sigmoid(x) (a.k.a. swish)",
+))
+
+
 def silu(x: Any) -> Tensor:
     """x * sigmoid(x)."""
     return apply("silu", x)
+
+
+# --- leaky_relu: one number attribute, read by the GPU formula by its name ---------------------------
+def _leaky_relu_deriv(c: VjpContext) -> Tensor:
+    slope = c.attrs["negative_slope"]
+    return slope + (1.0 - slope) * greater(c.inputs[0], 0.0)
+
+
+register(OpSpec(
+    name="leaky_relu", category="activation", arity=1, infer=_same_shape,
+    numpy=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+    vjp=_reverse(_leaky_relu_deriv), jvp=_forward(_leaky_relu_deriv), attrs={"negative_slope": 0.01},
+    wgsl_expr="select(x * negative_slope, x, x > 0.0)", weight_init="kaiming_uniform",
+    doc="x for x > 0, slope * x otherwise",
+))
 
 
 def leaky_relu(x: Any, negative_slope: float = 0.01) -> Tensor:
@@ -391,6 +567,44 @@ def leaky_relu(x: Any, negative_slope: float = 0.01) -> Tensor:
     return apply("leaky_relu", x, negative_slope=float(negative_slope))
 
 
+# --- softplus ---------------------------------------------------------------------------------------
+def _softplus_deriv(c: VjpContext) -> Tensor:
+    return sigmoid(c.attrs["beta"] * c.inputs[0])
+
+
+register(OpSpec(
+    name="softplus", category="activation", arity=1, infer=_same_shape,
+    numpy=lambda x, beta=1.0: np.logaddexp(0, beta * x) / beta,
+    vjp=_reverse(_softplus_deriv), jvp=_forward(_softplus_deriv), attrs={"beta": 1.0},
+    wgsl_expr="f_softplus(x, beta)", doc="log(1 + e^(beta x)) / beta, a smooth relu",
+))
+
+
 def softplus(x: Any, beta: float = 1.0) -> Tensor:
     """log(1 + exp(beta * x)) / beta, computed stably."""
     return apply("softplus", x, beta=float(beta))
+
+
+# --- composites: activations made of the ops above (no node, kernel or rule of their own) -------------
+def hardtanh(x: Any, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """x clipped to [min_val, max_val]: ``minimum(maximum(x, min_val), max_val)`` (tinygrad's ``clip``).
+
+    A composite: the graph shows a maximum and a minimum node, and the gradient is theirs —
+    1 inside the interval, 0 outside, and 1/2 exactly at min_val or max_val (ties split;
+    PyTorch's hardtanh gives 0 there).
+    """
+    if not min_val < max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must be smaller than max_val ({max_val})")
+    return minimum(maximum(x, float(min_val)), float(max_val))
+
+
+def relu6(x: Any) -> Tensor:
+    """min(max(x, 0), 6): ``hardtanh(x, 0, 6)``, a composite (MobileNet's activation)."""
+    return hardtanh(x, 0.0, 6.0)
+
+
+register(Composite(name="hardtanh", category="activation", build=hardtanh, doc=hardtanh.__doc__.splitlines()[0]))
+register(Composite(name="relu6", category="activation", build=relu6, doc=relu6.__doc__.splitlines()[0],
+                   weight_init="kaiming_uniform"))
+register(Composite(name="gelu_tanh", category="activation", build=lambda x: gelu(x, approximate="tanh"),
+                   doc="gelu(x, approximate='tanh'), the GPT-2 form, by one name"))

@@ -34,7 +34,8 @@ for _name, _doc in (
     ("parameter", "A learned value: fed at run time or held by a Trainer; carries layer/role/init."),
     ("constant", "A fixed value stored in the graph."),
 ):
-    register(OpSpec(_name, _name, 0, _no_infer, None, leaf=True, input_kinds="any", doc=_doc))
+    register(OpSpec(name=_name, category=_name, arity=0, infer=_no_infer, numpy=None, leaf=True, input_kinds="any",
+                    doc=_doc))
 
 
 def _kind(dtype: Any, what: str = "", source: str = "") -> str:

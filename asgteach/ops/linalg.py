@@ -78,7 +78,8 @@ def _matmul_jvp(c: VjpContext, t):
 
 
 register(OpSpec(
-    "matmul", "linalg", 2, _matmul_infer, np.matmul, vjp=_matmul_vjp, jvp=_matmul_jvp, wgsl="matmul",
+    name="matmul", category="linalg", arity=2, infer=_matmul_infer, numpy=np.matmul, vjp=_matmul_vjp,
+    jvp=_matmul_jvp, wgsl="matmul", sample=lambda b: matmul(b.x((2, 2, 3)), b.x((3, 4))),
     doc="matrix product with numpy's 1-D / batched / broadcast rules",
 ))
 

@@ -73,12 +73,18 @@ def _along_one_axis(op: str):
     return infer
 
 
-register(OpSpec("softmax", "activation", 1, _along_one_axis("softmax"), _softmax_kernel, vjp=_softmax_vjp,
-                jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
-                doc="exp(x) / sum(exp(x)) along an axis, max-shifted"))
-register(OpSpec("log_softmax", "activation", 1, _along_one_axis("log_softmax"), _log_softmax_kernel,
-                vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
-                doc="x - logsumexp(x) along an axis, max-shifted"))
+register(OpSpec(
+    name="softmax", category="activation", arity=1, infer=_along_one_axis("softmax"), numpy=_softmax_kernel,
+    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+    sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1),
+    doc="exp(x) / sum(exp(x)) along an axis, max-shifted",
+))
+register(OpSpec(
+    name="log_softmax", category="activation", arity=1, infer=_along_one_axis("log_softmax"),
+    numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+    sample=lambda b: log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1),
+    doc="x - logsumexp(x) along an axis, max-shifted",
+))
 
 
 def softmax(x: Any, axis: int = -1) -> Tensor:
@@ -133,8 +139,9 @@ def _layer_norm_vjp(c: VjpContext, g: Tensor):
 
 
 register(OpSpec(
-    "layer_norm", "normalisation", 3, _layer_norm_infer, _layer_norm_kernel, vjp=_layer_norm_vjp,
-    attrs={"eps": 1e-5}, wgsl="layer_norm",
+    name="layer_norm", category="normalisation", arity=3, infer=_layer_norm_infer, numpy=_layer_norm_kernel,
+    vjp=_layer_norm_vjp, attrs={"eps": 1e-5}, wgsl="layer_norm",
+    sample=lambda b: layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,))),
     doc="normalise the last axis to mean 0, variance 1, then scale (weight) and shift (bias)",
 ))
 
@@ -196,18 +203,23 @@ def _embedding_grad_infer(ids: tuple, g: tuple, num_embeddings: int = 0, **_: An
     return (num_embeddings,) + g[len(ids):]
 
 
+_SAMPLE_IDS = [[0, 2, 0], [4, 2, 2]]   # repeated ids: their rows' gradients must add up
 register(OpSpec(
-    "embedding", "shape", 2, _embedding_infer, _embedding_kernel, input_kinds=("int", "float"),
-    diff_inputs=(False, True), wgsl="gather",
+    name="embedding", category="shape", arity=2, infer=_embedding_infer, numpy=_embedding_kernel,
     vjp=lambda c, g: (None, apply("embedding_grad", c.inputs[0], g, num_embeddings=c.inputs[1].shape[0])),
     jvp=lambda c, t: None if t[1] is None else embedding(c.inputs[0], t[1]),
+    diff_inputs=(False, True), input_kinds=("int", "float"), wgsl="gather",
+    index_bound=lambda shapes, **_: shapes[1][0],   # ids pick rows of the table: 0 .. rows - 1
+    sample=lambda b: embedding(b.ids((2, 3), _SAMPLE_IDS), b.x((5, 3))),
     doc="row lookup: out[..., :] = table[ids[...], :]",
 ))
 register(OpSpec(
-    "embedding_grad", "gradient", 2, _embedding_grad_infer, _embedding_grad_kernel, input_kinds=("int", "float"),
-    diff_inputs=(False, True), attrs={"num_embeddings": 0}, wgsl="gather",
+    name="embedding_grad", category="gradient", arity=2, infer=_embedding_grad_infer, numpy=_embedding_grad_kernel,
     vjp=lambda c, g: (None, embedding(c.inputs[0], g)),
     jvp=lambda c, t: None if t[1] is None else apply("embedding_grad", c.inputs[0], t[1], **c.attrs),
+    diff_inputs=(False, True), input_kinds=("int", "float"), attrs={"num_embeddings": 0}, wgsl="gather",
+    index_bound=lambda shapes, num_embeddings=0, **_: num_embeddings,
+    sample=lambda b: apply("embedding_grad", b.ids((2, 3), _SAMPLE_IDS), b.x((2, 3, 2)), num_embeddings=5),
     doc="scatter-add of row gradients into a table-shaped zero tensor (repeated ids add up)",
 ))
 

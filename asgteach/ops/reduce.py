@@ -48,6 +48,28 @@ def _expand(c: VjpContext, g: Tensor) -> Tensor:
     return _shape.broadcast_to(g, x.shape) if g.shape != x.shape else g
 
 
+def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Tensor:
+    x = as_tensor(x, op=name)
+    axes = normalize_axes(name, axis, x.ndim, user_source(), x.shape)
+    return apply(name, x, axis=axes, keepdims=bool(keepdims))
+
+
+def _kernel(fn):
+    def kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.ndarray:
+        return np.asarray(fn(x, axis=tuple(axis), keepdims=keepdims), dtype=x.dtype)
+
+    return kernel
+
+
+def _reduced_axes(s: tuple, axis: tuple = (), **_: Any) -> tuple[int, ...]:
+    """The axes a reduction removes, non-negative and sorted (a node built with apply() may say -1)."""
+    return tuple(sorted(a % (len(s) or 1) for a in axis))   # (max and sum are this module's ops)
+
+
+_ATTRS = {"axis": (), "keepdims": False}
+
+
+# --- sum ------------------------------------------------------------------------------------------
 def _sum_vjp(c: VjpContext, g: Tensor):
     return (_expand(c, g),)
 
@@ -56,34 +78,26 @@ def _sum_jvp(c: VjpContext, t):
     return None if t[0] is None else sum(t[0], axis=c.attrs["axis"], keepdims=c.attrs["keepdims"])
 
 
+# np.add.reduce and np.maximum.reduce are what np.sum and np.max call, minus the wrapper.
+register(OpSpec(
+    name="sum", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.add.reduce), vjp=_sum_vjp,
+    jvp=_sum_jvp, attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
+    sample=lambda b: sum(b.x((2, 3, 4)), axis=1), doc="sum over axes",
+))
+
+
+def sum(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (all axes by default), like ``np.sum``."""
+    return _reduce("sum", x, axis, keepdims)
+
+
+# --- mean -----------------------------------------------------------------------------------------
 def _mean_vjp(c: VjpContext, g: Tensor):
     return (_expand(c, g) / float(_count(c)),)
 
 
 def _mean_jvp(c: VjpContext, t):
     return None if t[0] is None else mean(t[0], axis=c.attrs["axis"], keepdims=c.attrs["keepdims"])
-
-
-def _max_vjp(c: VjpContext, g: Tensor):
-    # The gradient goes to the element(s) that won; ties share it equally.
-    x = c.inputs[0]
-    winners = _ew.equal(x, _expand(c, c.out))
-    count = sum(winners, axis=c.attrs["axis"], keepdims=True)
-    return (_expand(c, g) * winners / count,)
-
-
-def _var_vjp(c: VjpContext, g: Tensor):
-    # var = mean((x - mu)^2)  ->  d var / dx = 2 (x - mu) / N  (the mu terms cancel)
-    x = c.inputs[0]
-    centred = x - mean(x, axis=c.attrs["axis"], keepdims=True)
-    return (_expand(c, g) * centred * (2.0 / _count(c)),)
-
-
-def _kernel(fn):
-    def kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.ndarray:
-        return np.asarray(fn(x, axis=tuple(axis), keepdims=keepdims), dtype=x.dtype)
-
-    return kernel
 
 
 def _mean_kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.ndarray:
@@ -105,18 +119,61 @@ def _mean_kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.
     return np.asarray(float(total) / n, dtype=x.dtype)
 
 
-_ATTRS = {"axis": (), "keepdims": False}
-# np.add.reduce and np.maximum.reduce are what np.sum and np.max call, minus the wrapper.
-register(OpSpec("sum", "reduction", 1, _infer, _kernel(np.add.reduce), vjp=_sum_vjp, jvp=_sum_jvp, attrs=_ATTRS,
-                wgsl="reduce", doc="sum over axes"))
-register(OpSpec("mean", "reduction", 1, _infer, _mean_kernel, vjp=_mean_vjp, jvp=_mean_jvp, attrs=_ATTRS,
-                wgsl="reduce", doc="mean over axes"))
-register(OpSpec("max", "reduction", 1, _infer, _kernel(np.maximum.reduce), vjp=_max_vjp, attrs=_ATTRS, wgsl="reduce",
-                doc="max over axes; the gradient flows to the maximum (split at ties)"))
-register(OpSpec("var", "reduction", 1, _infer, _kernel(np.var), vjp=_var_vjp, attrs=_ATTRS, wgsl="reduce",
-                doc="population variance (ddof=0) over axes"))
+register(OpSpec(
+    name="mean", category="reduction", arity=1, infer=_infer, numpy=_mean_kernel, vjp=_mean_vjp, jvp=_mean_jvp,
+    attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
+    sample=lambda b: mean(b.x((2, 3, 4)), axis=(0, 2), keepdims=True), doc="mean over axes",
+))
 
 
+def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    """Mean over ``axis``, like ``np.mean``."""
+    return _reduce("mean", x, axis, keepdims)
+
+
+# --- max ------------------------------------------------------------------------------------------
+def _max_vjp(c: VjpContext, g: Tensor):
+    # The gradient goes to the element(s) that won; ties share it equally.
+    x = c.inputs[0]
+    winners = _ew.equal(x, _expand(c, c.out))
+    count = sum(winners, axis=c.attrs["axis"], keepdims=True)
+    return (_expand(c, g) * winners / count,)
+
+
+register(OpSpec(
+    name="max", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.maximum.reduce), vjp=_max_vjp,
+    attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
+    sample=lambda b: max(b.distinct((2, 3, 4)), axis=1),   # no ties: one winner per row
+    doc="max over axes; the gradient flows to the maximum (split at ties)",
+))
+
+
+def max(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Maximum over ``axis``, like ``np.max``."""
+    return _reduce("max", x, axis, keepdims)
+
+
+# --- var ------------------------------------------------------------------------------------------
+def _var_vjp(c: VjpContext, g: Tensor):
+    # var = mean((x - mu)^2)  ->  d var / dx = 2 (x - mu) / N  (the mu terms cancel)
+    x = c.inputs[0]
+    centred = x - mean(x, axis=c.attrs["axis"], keepdims=True)
+    return (_expand(c, g) * centred * (2.0 / _count(c)),)
+
+
+register(OpSpec(
+    name="var", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.var), vjp=_var_vjp, attrs=_ATTRS,
+    reduced_axes=_reduced_axes, wgsl="reduce", sample=lambda b: var(b.x((2, 3, 4)), axis=-1),
+    doc="population variance (ddof=0) over axes",
+))
+
+
+def var(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
+    """Population variance (ddof=0, numpy's default) over ``axis``."""
+    return _reduce("var", x, axis, keepdims)
+
+
+# --- argmax ---------------------------------------------------------------------------------------
 def _argmax_infer(s: tuple, axis: int = -1, keepdims: bool = False, **_: Any) -> tuple:
     return reduced_shape(s, (single_axis("argmax", axis, len(s), shape=s),), keepdims)
 
@@ -126,36 +183,12 @@ def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.
 
 
 register(OpSpec(
-    "argmax", "reduction", 1, _argmax_infer, _argmax_kernel, out_kind="int",
+    name="argmax", category="reduction", arity=1, infer=_argmax_infer, numpy=_argmax_kernel, out_kind="int",
     not_differentiable="it returns integer positions, which do not change smoothly with x",
-    attrs={"axis": -1, "keepdims": False}, wgsl="reduce", doc="index of the maximum along one axis",
+    attrs={"axis": -1, "keepdims": False}, reduced_axes=lambda s, axis=-1, **_: (axis % (len(s) or 1),),
+    wgsl="reduce", sample=lambda b: argmax(b.distinct((3, 4)), axis=-1),
+    doc="index of the maximum along one axis",
 ))
-
-
-def _reduce(name: str, x: Any, axis: Any, keepdims: bool) -> Tensor:
-    x = as_tensor(x, op=name)
-    axes = normalize_axes(name, axis, x.ndim, user_source(), x.shape)
-    return apply(name, x, axis=axes, keepdims=bool(keepdims))
-
-
-def sum(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Sum over ``axis`` (all axes by default), like ``np.sum``."""
-    return _reduce("sum", x, axis, keepdims)
-
-
-def mean(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis``, like ``np.mean``."""
-    return _reduce("mean", x, axis, keepdims)
-
-
-def max(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    """Maximum over ``axis``, like ``np.max``."""
-    return _reduce("max", x, axis, keepdims)
-
-
-def var(x: Any, axis: int | tuple[int, ...] | None = None, keepdims: bool = False) -> Tensor:
-    """Population variance (ddof=0, numpy's default) over ``axis``."""
-    return _reduce("var", x, axis, keepdims)
 
 
 def argmax(x: Any, axis: int = -1, keepdims: bool = False) -> Tensor:

@@ -1,6 +1,7 @@
 """The op registry: one :class:`OpSpec` per op, and the one function that builds nodes.
 
-"One op = one place." Everything asgteach knows about ``mul`` lives in its OpSpec:
+"One op = one place." Everything asgteach knows about ``mul`` lives in its OpSpec, and
+this is true of every op, built in or defined by a student in a notebook cell:
 
 * ``infer``  — the shape rule, run when the node is created (``ShapeError`` otherwise);
 * ``numpy``  — the reference kernel that computes the value;
@@ -8,18 +9,37 @@
   ``g`` (a Tensor) it returns the input gradients as Tensors, so the gradient is itself a
   graph that can be drawn, run on any backend and differentiated again;
 * ``jvp``    — optional forward-mode rule (autograd derives one from the VJP otherwise);
-* ``wgsl``   — where its GPU kernel lives (filled by the wgpu backend);
-* the explanation lives in ``asgteach/explain/<lang>.toml`` under the op's name.
+* ``wgsl``, ``wgsl_expr``, ``wgsl_entry`` — its GPU kernel: a family file in ``shaders/``
+  and, for an elementwise op, the formula itself as one WGSL expression;
+* ``explain`` — what the inspector says about it, per language (built-in ops may keep
+  these texts in ``asgteach/explain/<lang>.toml`` instead);
+* ``sample`` — how to build a small graph around it, for ``asgteach check`` and the tests;
+* smaller facts the tools ask about: ``nan_hint``, ``broadcasts``, ``reduced_axes``,
+  ``index_bound``, ``weight_init`` (see :class:`OpSpec`).
 
-Backends, autograd, the explainer and the tests all read :data:`REGISTRY`; none of them
-has a list of ops of its own.
+Backends, autograd, the explainer, the widgets and the tests all read :data:`REGISTRY`;
+none of them has a list of ops of its own. So this is a whole new op, from a notebook::
+
+    from asgteach.ops import OpSpec, register, apply
+    register(OpSpec(name="softsign", category="activation", arity=1,
+                    infer=lambda s, **_: s,
+                    numpy=lambda x: x / (1 + np.abs(x)),
+                    vjp=lambda c, g: (g / (1 + at.abs(c.inputs[0])) ** 2,),
+                    wgsl_expr="x / (1.0 + abs(x))",
+                    explain={"en": {...}, "ru": {...}}))
+    y = apply("softsign", x)
+
+A :class:`Composite` is the other kind of entry: a function built from registered ops
+(``hardtanh`` is ``minimum(maximum(x, lo), hi)``), known by name so that
+``nn.MLP(activation="hardtanh")`` finds it. It adds no node of its own.
 """
 
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -29,8 +49,9 @@ from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
 
 __all__ = [
-    "OpSpec", "REGISTRY", "CATEGORIES", "register", "apply", "NotDifferentiableError",
-    "VjpContext", "patched", "as_tensor", "spec",
+    "OpSpec", "Composite", "REGISTRY", "COMPOSITES", "CATEGORIES", "register", "unregister", "registered",
+    "apply", "NotDifferentiableError", "VjpContext", "patched", "as_tensor", "spec", "lookup", "activation",
+    "activations", "wgsl_input_names",
 ]
 
 CATEGORIES = (
@@ -61,18 +82,56 @@ class VjpContext:
     needs: tuple[bool, ...]
 
 
+def wgsl_input_names(arity: int) -> tuple[str, ...]:
+    """How an elementwise op's inputs are called in its ``wgsl_expr``: x; a, b; a, b, c."""
+    return ("x",) if arity == 1 else ("a", "b", "c", "d", "e", "f", "g")[:arity]
+
+
 @dataclass
 class OpSpec:
-    """Everything about one op. See the module docstring for the meaning of each part.
+    """Everything about one op. Give the parts by keyword; only the first five are needed.
 
-    ``arity`` is the number of tensor inputs (None: any number, as for ``concat``).
-    ``diff_inputs`` marks which inputs a gradient flows into (``embedding``'s integer
-    ids and ``where``'s condition do not). ``not_differentiable`` is an explicit mark
-    with the reason, for ops that have no backward rule at all. ``zero_gradient`` is an
-    explicit mark for piecewise-constant ops (``greater``, ``sign``): their derivative is
-    zero wherever it exists, so they stop gradients *by design*, not by omission.
-    ``input_kinds`` says which element kind each input must hold ("float", "int" or
-    "any"), ``out_kind`` the kind of the result ("same": that of the inputs).
+    The op itself:
+        name, category (one of :data:`CATEGORIES`: the colour of its nodes), ``arity`` (the
+        number of tensor inputs; None: any number, as for ``concat``), ``infer(*shapes,
+        **attrs) -> shape``, ``numpy(*arrays, **attrs) -> array`` and ``attrs`` (the static
+        arguments with their defaults: ``{"beta": 1.0}``).
+    Its derivative:
+        ``vjp(ctx, g)`` and optionally ``jvp(ctx, tangents)``, in graph ops. Or an explicit
+        mark: ``not_differentiable="why"`` (asking for a gradient raises) or
+        ``zero_gradient="why"`` for piecewise-constant ops (``greater``, ``sign``): their
+        derivative is zero wherever it exists, so they stop gradients *by design*.
+        ``diff_inputs`` marks which inputs a gradient flows into (``embedding``'s integer ids
+        and ``where``'s condition do not).
+    Element kinds:
+        ``input_kinds``: the kind each input must hold ("float", "int" or "any");
+        ``out_kind``: the kind of the result ("same": that of the inputs).
+    Its GPU kernel:
+        ``wgsl`` names the kernel family (a file in ``shaders/``). An elementwise op gives
+        ``wgsl_expr`` instead: its formula as ONE WGSL expression of its inputs (called
+        ``x`` when there is one, ``a``, ``b`` when there are two, ``a, b, c`` for three) and
+        of its number attributes, each by its own name (``"f_softplus(x, beta)"``). A
+        formula that depends on a non-number attribute is a function of the attributes
+        returning the expression (``gelu``'s ``approximate``). ``wgsl_entry`` names the
+        kernel inside a family file when that is not the op's name (``mean`` is a sum
+        scaled by 1/n: entry "mean" of reduce.wgsl).
+    What the tools ask about it:
+        ``explain``: ``{"en": {"headline", "what", "formula", "vjp", "why", "pitfalls"},
+        "ru": {...}}``, what the inspector shows (LaTeX in ``formula`` and ``vjp``).
+        ``sample(b)``: builds a small graph whose output is this op, from the sample
+        builder ``b`` (``asgteach.opsamples.SampleInputs``): ``asgteach check`` and the
+        tests use it; without one a sample is derived from the category and arity.
+        ``nan_hint``: why this op can produce a NaN and what to do (the numpy backend's
+        NaN error says it). ``broadcasts``: the inputs broadcast against each other (the
+        graph view labels stretched edges). ``reduced_axes(shape, **attrs)``: the axes a
+        reduction removes. ``index_bound(shapes, **attrs)``: for ops reading integer row
+        ids, how many rows there are (the GPU backend checks fed ids against it: a kernel
+        cannot raise). ``weight_init``: for activations, the initialiser of the weights
+        feeding them (Kaiming for relu-like ones). ``doc``: one line (default: the English
+        headline). ``leaf``: input, parameter and constant only.
+
+    Positional order is kept for old code (``OpSpec("neg", "arithmetic", 1, infer, np.negative)``);
+    new fields are only ever added at the end.
     """
 
     name: str
@@ -91,6 +150,28 @@ class OpSpec:
     wgsl: str | None = None
     leaf: bool = False
     doc: str = ""
+    wgsl_expr: str | Callable[..., str] | None = None
+    wgsl_entry: str | None = None
+    explain: dict[str, dict[str, str]] | None = None
+    sample: Callable[[Any], Tensor] | None = None
+    nan_hint: str | None = None
+    broadcasts: bool = False
+    reduced_axes: Callable[..., tuple[int, ...]] | None = None
+    index_bound: Callable[..., int] | None = None
+    weight_init: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.wgsl_expr is not None and self.wgsl is None:
+            self.wgsl = "elementwise"   # a formula IS an elementwise kernel
+        if not self.doc and self.explain:
+            english = self.explain.get("en") or next(iter(self.explain.values()), {})
+            self.doc = str(english.get("headline", ""))
+
+    @property
+    def float_attrs(self) -> tuple[str, ...]:
+        """The attributes that are numbers (``beta``, ``negative_slope``): a kernel reads them as f32 values."""
+        return tuple(k for k, v in self.attrs.items()
+                     if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)))
 
     def kind_of_input(self, i: int) -> str:
         return self.input_kinds if isinstance(self.input_kinds, str) else self.input_kinds[i]
@@ -101,21 +182,110 @@ class OpSpec:
         return True if self.diff_inputs is None else self.diff_inputs[i]
 
 
-#: name -> OpSpec for every op asgteach knows. Filled by the op family modules.
+@dataclass(frozen=True)
+class Composite:
+    """A function made of registered ops, known by name: ``hardtanh`` = ``minimum(maximum(x, lo), hi)``.
+
+    It has no kernel, no backward rule and no node of its own: calling it appends the nodes
+    of the ops it is made of, and autograd differentiates those. Registering it only makes
+    the name known (``apply("hardtanh", x)``, ``nn.MLP(activation="hardtanh")``).
+    """
+
+    name: str
+    category: str
+    build: Callable[..., Tensor]
+    doc: str = ""
+    weight_init: str | None = None
+
+
+#: name -> OpSpec for every op asgteach knows. Filled by the op family modules (and by you).
 REGISTRY: dict[str, OpSpec] = {}
+#: name -> Composite: functions of registered ops that are known by name.
+COMPOSITES: dict[str, Composite] = {}
 _graph_module.registered_ops = REGISTRY  # Graph.from_json checks op names against it
 
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-def register(spec: OpSpec) -> OpSpec:
-    """Add ``spec`` to the registry (once per name) and return it."""
-    if spec.name in REGISTRY:
-        raise ValueError(f"op {spec.name!r} is registered twice")
+
+def _check(spec: OpSpec) -> None:
+    """The mistakes ``register`` refuses, each with a message that says what to write instead."""
+    name = spec.name
     if spec.category not in CATEGORIES:
-        raise ValueError(f"op {spec.name!r}: unknown category {spec.category!r}")
+        raise ValueError(f"op {name!r}: unknown category {spec.category!r}; choose one of {', '.join(CATEGORIES)}")
     if not spec.leaf and spec.vjp is None and spec.not_differentiable is None:
-        raise ValueError(f"op {spec.name!r} needs a vjp or an explicit not_differentiable reason")
-    REGISTRY[spec.name] = spec
-    return spec
+        raise ValueError(f"op {name!r} needs a vjp or an explicit not_differentiable reason")
+    if not spec.leaf and not callable(spec.numpy):
+        raise ValueError(f"op {name!r} needs a numpy kernel: numpy=lambda x, **attrs: ...")
+    if spec.wgsl == "elementwise":
+        if spec.wgsl_expr is None:
+            raise ValueError(f"op {name!r}: an elementwise kernel needs its formula, wgsl_expr='...'")
+        if spec.arity is None or not 1 <= spec.arity <= 3:
+            raise ValueError(f"op {name!r}: an elementwise WGSL formula takes 1 to 3 inputs, not {spec.arity}")
+        clash = set(spec.float_attrs) & set(wgsl_input_names(spec.arity))
+        if clash:
+            raise ValueError(f"op {name!r}: attribute {sorted(clash)[0]!r} has the name of an input in wgsl_expr; "
+                             f"rename the attribute")
+        bad = [a for a in spec.float_attrs if not _IDENT.match(a)]
+        if bad:
+            raise ValueError(f"op {name!r}: attribute {bad[0]!r} cannot be named in WGSL (letters, digits, _)")
+    elif spec.wgsl_expr is not None:
+        raise ValueError(f"op {name!r}: wgsl_expr is the formula of an elementwise kernel, but wgsl={spec.wgsl!r}")
+    if spec.explain is not None:
+        if not isinstance(spec.explain, Mapping) or not all(isinstance(r, Mapping) for r in spec.explain.values()):
+            raise ValueError(f"op {name!r}: explain is one record per language: {{'en': {{'headline': ...}}, ...}}")
+        for lang, rec in spec.explain.items():
+            odd = [k for k, v in rec.items() if not isinstance(v, str)]
+            if odd:
+                raise ValueError(f"op {name!r}: explain[{lang!r}][{odd[0]!r}] must be text")
+    if spec.sample is not None and not callable(spec.sample):
+        raise ValueError(f"op {name!r}: sample is a function of the sample builder: sample=lambda b: ...")
+
+
+def register(entry: OpSpec | Composite) -> OpSpec | Composite:
+    """Make an op (or a composite) known by its name, once, and return it.
+
+    Everything else — kernels on every backend, gradients, the inspector, ``asgteach check``
+    — reads the registry, so this one call is all a new op needs. ``unregister(name)`` (or
+    the ``registered(...)`` context manager) takes it away again.
+    """
+    if entry.name in REGISTRY or entry.name in COMPOSITES:
+        raise ValueError(f"op {entry.name!r} is registered twice (unregister({entry.name!r}) first to replace it)")
+    if isinstance(entry, Composite):
+        if entry.category not in CATEGORIES:
+            raise ValueError(f"composite {entry.name!r}: unknown category {entry.category!r}")
+        COMPOSITES[entry.name] = entry
+        return entry
+    _check(entry)
+    REGISTRY[entry.name] = entry
+    return entry
+
+
+def unregister(name: str) -> OpSpec | Composite:
+    """Forget op (or composite) ``name``; return what was registered. Graphs that use it can no longer run."""
+    if name in COMPOSITES:
+        return COMPOSITES.pop(name)
+    if spec(name).leaf:
+        raise ValueError(f"{name!r} is a leaf of every graph; it cannot be unregistered")
+    return REGISTRY.pop(name)
+
+
+@contextmanager
+def registered(*entries: OpSpec | Composite) -> Iterator[OpSpec | Composite | tuple]:
+    """Register ops for the length of a ``with`` block, then unregister them (also after an error).
+
+    >>> with registered(OpSpec(name="softsign", ...)) as s:   # doctest: +SKIP
+    ...     y = apply("softsign", x)
+    """
+    done: list[str] = []
+    try:
+        for e in entries:
+            register(e)
+            done.append(e.name)
+        yield entries[0] if len(entries) == 1 else entries
+    finally:
+        for name in reversed(done):
+            if name in REGISTRY or name in COMPOSITES:
+                unregister(name)
 
 
 def spec(name: str) -> OpSpec:
@@ -123,11 +293,37 @@ def spec(name: str) -> OpSpec:
     try:
         return REGISTRY[name]
     except KeyError:
-        import difflib
+        raise KeyError(f"unknown op {name!r}.{_close_names(name)}") from None
 
-        close = difflib.get_close_matches(name, REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise KeyError(f"unknown op {name!r}.{hint}") from None
+
+def lookup(name: str) -> OpSpec | Composite:
+    """The op or composite called ``name`` (``spec`` knows only ops, which are what nodes hold)."""
+    if name in COMPOSITES:
+        return COMPOSITES[name]
+    return spec(name)
+
+
+def _close_names(name: str, among: Sequence[str] | None = None) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, among if among is not None else [*REGISTRY, *COMPOSITES], n=3)
+    return f" Did you mean {', '.join(close)}?" if close else ""
+
+
+def activations() -> list[str]:
+    """The names ``nn.MLP(activation=...)`` accepts: ops and composites of category "activation" on one tensor."""
+    ops = [n for n, s in REGISTRY.items() if s.category == "activation" and s.arity == 1]
+    return ops + [n for n, c in COMPOSITES.items() if c.category == "activation"]
+
+
+def activation(name: str) -> Callable[[Tensor], Tensor]:
+    """The activation called ``name`` as a function of one Tensor (default attributes)."""
+    if name not in activations():
+        raise ValueError(f"unknown activation {name!r}; known: {', '.join(activations())}."
+                         f"{_close_names(name, activations())}")
+    if name in COMPOSITES:
+        return COMPOSITES[name].build
+    return lambda x: apply(name, x)
 
 
 @contextmanager
@@ -190,6 +386,8 @@ def apply(name: str, *args: Any, **attrs: Any) -> Tensor:
     checks element kinds, runs the shape rule (attaching the user's line to a
     ShapeError), and appends the node to the graph.
     """
+    if name in COMPOSITES:  # a function of other ops: it appends their nodes, none of its own
+        return COMPOSITES[name].build(*args, **attrs)
     op = spec(name)
     source = user_source()
     if op.arity is not None and len(args) != op.arity:

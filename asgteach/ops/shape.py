@@ -20,6 +20,7 @@ from ..tensor import Tensor
 from .registry import OpSpec, VjpContext, apply, as_tensor, register
 
 __all__ = ["reshape", "broadcast_to", "sum_to", "getitem", "concat", "transpose"]
+# (sum_to_axes and decode_index are public helpers of the kernels; __all__ lists the ops at.* re-exports)
 
 
 def _as(x: Any, op: str) -> Tensor:
@@ -35,11 +36,11 @@ def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    "reshape", "shape", 1, _reshape_infer, lambda x, shape=(): x.reshape(shape), input_kinds="any",
-    out_kind="same",
+    name="reshape", category="shape", arity=1, infer=_reshape_infer, numpy=lambda x, shape=(): x.reshape(shape),
     vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
-    attrs={"shape": ()}, wgsl="copy", doc="same numbers, new shape (row-major order)",
+    input_kinds="any", out_kind="same", attrs={"shape": ()}, wgsl="copy",
+    sample=lambda b: reshape(b.x((2, 3)), (3, 2)), doc="same numbers, new shape (row-major order)",
 ))
 
 
@@ -74,10 +75,10 @@ def _transpose_vjp(c: VjpContext, g: Tensor):
 
 
 register(OpSpec(
-    "transpose", "linalg", 1, _transpose_infer, lambda x, axes=(): x.transpose(axes), vjp=_transpose_vjp,
-    input_kinds="any", out_kind="same",
-    jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
-    attrs={"axes": ()}, wgsl="copy", doc="permute axes (default: reverse them, like x.T)",
+    name="transpose", category="linalg", arity=1, infer=_transpose_infer, numpy=lambda x, axes=(): x.transpose(axes),
+    vjp=_transpose_vjp, jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
+    input_kinds="any", out_kind="same", attrs={"axes": ()}, wgsl="copy",
+    sample=lambda b: transpose(b.x((2, 3, 4)), (1, 2, 0)), doc="permute axes (default: reverse them, like x.T)",
 ))
 
 
@@ -115,14 +116,19 @@ def _broadcast_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
     return np.broadcast_to(x, shape)
 
 
-def _sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
-    """Axes of ``src`` to sum so it becomes ``dst``: the extra leading ones, and size-1 ones."""
+def sum_to_axes(src: tuple, dst: tuple) -> tuple[tuple[int, ...], int]:
+    """Which axes of ``src`` to sum so it becomes ``dst``, and how many of them lead.
+
+    The extra leading axes (broadcasting added them on the left), and the axes where ``dst``
+    has size 1 but ``src`` does not (broadcasting stretched them). ``sum_to``'s kernels on
+    every backend use it: ``sum_to_axes((2, 4, 3), (4, 1)) == ((0, 2), 1)``.
+    """
     lead = len(src) - len(dst)
     axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(dst) if d == 1 and src[lead + i] != 1)
     return axes, lead
 
 
-_SUM_TO_AXES: dict[tuple, tuple[tuple[int, ...], int]] = {}  # (src, dst) -> _sum_to_axes(src, dst)
+_SUM_TO_AXES: dict[tuple, tuple[tuple[int, ...], int]] = {}  # (src, dst) -> sum_to_axes(src, dst)
 
 
 def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
@@ -131,7 +137,7 @@ def _sum_to_kernel(x: np.ndarray, shape: tuple = ()) -> np.ndarray:
     if found is None:
         if len(_SUM_TO_AXES) > 4096:
             _SUM_TO_AXES.clear()
-        found = _SUM_TO_AXES[key] = _sum_to_axes(*key)
+        found = _SUM_TO_AXES[key] = sum_to_axes(*key)
     axes, lead = found
     if axes and len(axes) == lead:  # only leading axes (a bias gradient): no size-1 axes to keep
         out = np.add.reduce(x, axis=axes)
@@ -148,17 +154,20 @@ def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    "broadcast_to", "shape", 1, _broadcast_to_infer, _broadcast_to_kernel,
-    input_kinds="any", out_kind="same",
+    name="broadcast_to", category="shape", arity=1, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
     vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
-    attrs={"shape": ()}, wgsl="copy", doc="repeat along size-1 / new leading axes (numpy broadcasting)",
+    input_kinds="any", out_kind="same", attrs={"shape": ()}, broadcasts=True, wgsl="copy",
+    sample=lambda b: broadcast_to(b.x((3,)), (2, 3)),
+    doc="repeat along size-1 / new leading axes (numpy broadcasting)",
 ))
 register(OpSpec(
-    "sum_to", "shape", 1, _sum_to_infer, _sum_to_kernel,
+    name="sum_to", category="shape", arity=1, infer=_sum_to_infer, numpy=_sum_to_kernel,
     vjp=lambda c, g: (broadcast_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else sum_to(t[0], c.out.shape),
-    attrs={"shape": ()}, wgsl="reduce",
+    attrs={"shape": ()}, wgsl="reduce", wgsl_entry="sum",
+    reduced_axes=lambda s, shape=(), **_: sum_to_axes(s, tuple(shape))[0],
+    sample=lambda b: sum_to(b.x((2, 4, 3)), (4, 1)),
     doc="sum over the axes that broadcasting created: the un-broadcast of a gradient",
 ))
 
@@ -206,7 +215,12 @@ def _encode_index(index: Any, shape: tuple, source: str) -> tuple:
     return tuple(out)
 
 
-def _decode_index(index: tuple) -> tuple:
+def decode_index(index: tuple) -> tuple:
+    """The Python index that a getitem node's ``index`` attribute stands for (``_encode_index`` reversed).
+
+    ``decode_index((("s", 1, 3, None), ("i", 0))) == (slice(1, 3, None), 0)``. The attribute is
+    kept encoded so graphs serialise to JSON; kernels decode it with this.
+    """
     out: list[Any] = []
     for item in index:
         tag = item[0]
@@ -221,29 +235,32 @@ def _probe(shape: tuple) -> np.ndarray:
 
 def _getitem_infer(s: tuple, index: tuple = (), **_: Any) -> tuple:
     try:
-        return _probe(s)[_decode_index(index)].shape
+        return _probe(s)[decode_index(index)].shape
     except IndexError as e:
         raise ShapeError("getitem", str(e), [s]) from None
 
 
 def _getitem_grad_kernel(g: np.ndarray, shape: tuple = (), index: tuple = ()) -> np.ndarray:
     out = np.zeros(shape, dtype=g.dtype)
-    out[_decode_index(index)] = g
+    out[decode_index(index)] = g
     return out
 
 
 register(OpSpec(
-    "getitem", "shape", 1, _getitem_infer, lambda x, index=(): x[_decode_index(index)], input_kinds="any",
-    out_kind="same",
+    name="getitem", category="shape", arity=1, infer=_getitem_infer, numpy=lambda x, index=(): x[decode_index(index)],
     vjp=lambda c, g: (apply("getitem_grad", g, shape=c.inputs[0].shape, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem", t[0], index=c.attrs["index"]),
-    attrs={"index": ()}, wgsl="copy", doc="basic indexing with ints, slices (with steps), None and ...",
+    input_kinds="any", out_kind="same", attrs={"index": ()}, wgsl="copy",
+    sample=lambda b: b.x((4, 5))[1:3, ::2], doc="basic indexing with ints, slices (with steps), None and ...",
 ))
 register(OpSpec(
-    "getitem_grad", "gradient", 1, lambda s, shape=(), index=(), **_: tuple(shape), _getitem_grad_kernel,
+    name="getitem_grad", category="gradient", arity=1, infer=lambda s, shape=(), index=(), **_: tuple(shape),
+    numpy=_getitem_grad_kernel,
     vjp=lambda c, g: (apply("getitem", g, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem_grad", t[0], **c.attrs),
     attrs={"shape": (), "index": ()}, wgsl="copy",
+    sample=lambda b: apply("getitem_grad", b.x((2, 3)), shape=(4, 5), index=_encode_index(
+        (slice(1, 3), slice(None, None, 2)), (4, 5), "")),
     doc="the gradient of x[index]: zeros of x's shape with g written into the indexed part",
 ))
 
@@ -279,9 +296,10 @@ def _concat_jvp(c: VjpContext, t):
 
 
 register(OpSpec(
-    "concat", "shape", None, _concat_infer, lambda *xs, axis=0: np.concatenate(xs, axis=axis),
-    vjp=_concat_vjp, jvp=_concat_jvp, attrs={"axis": 0}, wgsl="copy", input_kinds="any", out_kind="same",
-    doc="join tensors along an existing axis",
+    name="concat", category="shape", arity=None, infer=_concat_infer,
+    numpy=lambda *xs, axis=0: np.concatenate(xs, axis=axis), vjp=_concat_vjp, jvp=_concat_jvp,
+    input_kinds="any", out_kind="same", attrs={"axis": 0}, wgsl="copy",
+    sample=lambda b: concat([b.x((2, 3)), b.x((1, 3))], axis=0), doc="join tensors along an existing axis",
 ))
 
 

@@ -184,12 +184,8 @@ def _broadcast_label(graph: Graph, src: Node, dst: Node) -> str | None:
     """An edge label when ``dst`` stretches ``src`` to a bigger shape (broadcasting)."""
     from ..ops.registry import REGISTRY
 
-    op = REGISTRY.get(dst.op)
-    elementwise = op is not None and (op.category in ("arithmetic", "comparison") or dst.op in (
-        "where", "maximum", "minimum", "broadcast_to")) and len(dst.inputs) >= 1
-    if not elementwise or src.shape == dst.shape or src.size == 0:
-        return None
-    if dst.op != "broadcast_to" and len(dst.inputs) < 2:
+    op = REGISTRY.get(dst.op)   # ops whose inputs broadcast say so in their spec (add, where, broadcast_to ...)
+    if op is None or not op.broadcasts or src.shape == dst.shape or src.size == 0:
         return None
     return f"{shape_text(src.shape)} → {shape_text(dst.shape)}"
 
