@@ -77,7 +77,7 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0] if n > 0 else [1]
 
 
-# --- conv2d and its two gradient ops ---------------------------------------------------------------
+# --- conv2d ---------------------------------------------------------------------------------------
 def _conv_infer(x: tuple, w: tuple, stride: Pair = (1, 1), padding: Pair = (0, 0), dilation: Pair = (1, 1),
                 groups: int = 1, **_: Any) -> tuple:
     if len(x) != 4 or len(w) != 4:
@@ -111,6 +111,37 @@ def _conv_kernel(x: np.ndarray, w: np.ndarray, stride: Pair = (1, 1), padding: P
     return np.ascontiguousarray(y.reshape(n, o, oh, ow), dtype=x.dtype)
 
 
+def _conv_attrs(c: VjpContext) -> dict[str, Any]:
+    return {k: c.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+def _conv_vjp(c: VjpContext, g: Tensor):
+    x, w = c.inputs
+    a = _conv_attrs(c)
+    dx = apply("conv2d_grad_input", g, w, x_shape=x.shape, **a) if c.needs[0] else None
+    dw = apply("conv2d_grad_weight", x, g, w_shape=w.shape, **a) if c.needs[1] else None
+    return dx, dw
+
+
+_CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
+register(OpSpec(
+    name="conv2d", category="convolution", arity=2, infer=_conv_infer, numpy=_conv_kernel, vjp=_conv_vjp,
+    attrs=dict(_CONV_ATTRS), wgsl="conv", sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1),
+    doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups",
+))
+
+
+def conv2d(x: Any, w: Any, stride: int | Pair = 1, padding: int | Pair = 0, dilation: int | Pair = 1,
+           groups: int = 1) -> Tensor:
+    """2-D convolution like ``F.conv2d(x, w, stride=, padding=, dilation=, groups=)`` (no bias: add it)."""
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
+        raise ShapeError("conv2d", f"groups must be a positive integer, got {groups!r}", (), user_source())
+    return apply("conv2d", x, w, stride=_pair("conv2d", "stride", stride, 1),
+                 padding=_pair("conv2d", "padding", padding, 0), dilation=_pair("conv2d", "dilation", dilation, 1),
+                 groups=int(groups))
+
+
+# --- conv2d_grad_input: the transposed convolution ------------------------------------------------
 def _conv_grad_input_kernel(gy: np.ndarray, w: np.ndarray, x_shape: tuple = (), stride: Pair = (1, 1),
                             padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     n, c, h, wd = x_shape
@@ -127,6 +158,26 @@ def _conv_grad_input_kernel(gy: np.ndarray, w: np.ndarray, x_shape: tuple = (), 
     return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + wd].copy()
 
 
+def _grad_input_vjp(c: VjpContext, u: Tensor):
+    # out = Bx(gy, w), bilinear: d/d gy -> conv2d(u, w);  d/dw -> Bw(u, gy)
+    gy, w = c.inputs
+    a = _conv_attrs(c)
+    d_gy = apply("conv2d", u, w, **a) if c.needs[0] else None
+    d_w = apply("conv2d_grad_weight", u, gy, w_shape=w.shape, **a) if c.needs[1] else None
+    return d_gy, d_w
+
+
+_SAMPLE_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
+register(OpSpec(
+    name="conv2d_grad_input", category="gradient", arity=2, infer=lambda g, w, x_shape=(), **_: tuple(x_shape),
+    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
+    sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5),
+                           **_SAMPLE_CONV),
+    doc="gradient of conv2d with respect to its input: a transposed convolution",
+))
+
+
+# --- conv2d_grad_weight ---------------------------------------------------------------------------
 def _conv_grad_weight_kernel(x: np.ndarray, gy: np.ndarray, w_shape: tuple = (), stride: Pair = (1, 1),
                              padding: Pair = (0, 0), dilation: Pair = (1, 1), groups: int = 1) -> np.ndarray:
     n, c, _, _ = x.shape
@@ -139,27 +190,6 @@ def _conv_grad_weight_kernel(x: np.ndarray, gy: np.ndarray, w_shape: tuple = (),
     return np.ascontiguousarray(dw.reshape(o, cg, kh, kw), dtype=x.dtype)
 
 
-def _conv_attrs(c: VjpContext) -> dict[str, Any]:
-    return {k: c.attrs[k] for k in ("stride", "padding", "dilation", "groups")}
-
-
-def _conv_vjp(c: VjpContext, g: Tensor):
-    x, w = c.inputs
-    a = _conv_attrs(c)
-    dx = apply("conv2d_grad_input", g, w, x_shape=x.shape, **a) if c.needs[0] else None
-    dw = apply("conv2d_grad_weight", x, g, w_shape=w.shape, **a) if c.needs[1] else None
-    return dx, dw
-
-
-def _grad_input_vjp(c: VjpContext, u: Tensor):
-    # out = Bx(gy, w), bilinear: d/d gy -> conv2d(u, w);  d/dw -> Bw(u, gy)
-    gy, w = c.inputs
-    a = _conv_attrs(c)
-    d_gy = apply("conv2d", u, w, **a) if c.needs[0] else None
-    d_w = apply("conv2d_grad_weight", u, gy, w_shape=w.shape, **a) if c.needs[1] else None
-    return d_gy, d_w
-
-
 def _grad_weight_vjp(c: VjpContext, u: Tensor):
     # out = Bw(x, gy), bilinear: d/dx -> Bx(gy, u);  d/d gy -> conv2d(x, u)
     x, gy = c.inputs
@@ -169,20 +199,6 @@ def _grad_weight_vjp(c: VjpContext, u: Tensor):
     return d_x, d_gy
 
 
-_CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
-_SAMPLE_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
-register(OpSpec(
-    name="conv2d", category="convolution", arity=2, infer=_conv_infer, numpy=_conv_kernel, vjp=_conv_vjp,
-    attrs=dict(_CONV_ATTRS), wgsl="conv", sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1),
-    doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups",
-))
-register(OpSpec(
-    name="conv2d_grad_input", category="gradient", arity=2, infer=lambda g, w, x_shape=(), **_: tuple(x_shape),
-    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
-    sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5),
-                           **_SAMPLE_CONV),
-    doc="gradient of conv2d with respect to its input: a transposed convolution",
-))
 register(OpSpec(
     name="conv2d_grad_weight", category="gradient", arity=2, infer=lambda x, g, w_shape=(), **_: tuple(w_shape),
     numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()}, wgsl="conv",
@@ -192,17 +208,7 @@ register(OpSpec(
 ))
 
 
-def conv2d(x: Any, w: Any, stride: int | Pair = 1, padding: int | Pair = 0, dilation: int | Pair = 1,
-           groups: int = 1) -> Tensor:
-    """2-D convolution like ``F.conv2d(x, w, stride=, padding=, dilation=, groups=)`` (no bias: add it)."""
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)):
-        raise ShapeError("conv2d", f"groups must be a positive integer, got {groups!r}", (), user_source())
-    return apply("conv2d", x, w, stride=_pair("conv2d", "stride", stride, 1),
-                 padding=_pair("conv2d", "padding", padding, 0), dilation=_pair("conv2d", "dilation", dilation, 1),
-                 groups=int(groups))
-
-
-# --- pooling ------------------------------------------------------------------------------------------
+# --- pooling: what the pools share ----------------------------------------------------------------
 def _pool_infer(x: tuple, kernel_size: Pair = (2, 2), stride: Pair = (2, 2), padding: Pair = (0, 0), **_: Any) -> tuple:
     if len(x) != 4:
         raise ShapeError("pool", "pooling needs x of shape (N, C, H, W)", [x])
@@ -239,12 +245,42 @@ def _argmax_taps(x: np.ndarray, k: Pair, s: Pair, p: Pair) -> tuple[np.ndarray, 
     return idx, oh, ow
 
 
+def _pool_attrs(c: VjpContext) -> dict[str, Any]:
+    return {k: c.attrs[k] for k in ("kernel_size", "stride", "padding")}
+
+
+def _pool(name: str, x: Any, kernel_size: int | Pair, stride: int | Pair | None, padding: int | Pair) -> Tensor:
+    k = _pair(name, "kernel_size", kernel_size, 1)
+    s = k if stride is None else _pair(name, "stride", stride, 1)
+    return apply(name, x, kernel_size=k, stride=s, padding=_pair(name, "padding", padding, 0))
+
+
+_POOL_ATTRS = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}
+_SAMPLE_POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}   # overlapping, padded windows
+
+
+# --- max_pool2d -----------------------------------------------------------------------------------
 def _max_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
                      padding: Pair = (0, 0)) -> np.ndarray:
     win, _, _ = _pool_windows(x, kernel_size, stride, padding, -np.inf)
     return np.ascontiguousarray(win.max(axis=(-2, -1)), dtype=x.dtype)
 
 
+register(OpSpec(
+    name="max_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_max_pool_kernel,
+    vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
+    attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2),   # no ties: one winner per window
+    doc="maximum over each window; the gradient goes to the (first) maximum",
+))
+
+
+def max_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
+    """Max over windows, like ``F.max_pool2d`` (stride defaults to the kernel size)."""
+    return _pool("max_pool2d", x, kernel_size, stride, padding)
+
+
+# --- max_pool2d_grad: the gradient goes to the winner ---------------------------------------------
 def _max_pool_grad_kernel(x: np.ndarray, g: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
                           padding: Pair = (0, 0)) -> np.ndarray:
     idx, oh, ow = _argmax_taps(x, kernel_size, stride, padding)
@@ -256,6 +292,17 @@ def _max_pool_grad_kernel(x: np.ndarray, g: np.ndarray, kernel_size: Pair = (2, 
     return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + w].copy()
 
 
+register(OpSpec(
+    name="max_pool2d_grad", category="gradient", arity=2, infer=lambda x, g, **_: x, numpy=_max_pool_grad_kernel,
+    vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
+                           **_SAMPLE_POOL),
+    doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
+))
+
+
+# --- max_pool2d_gather: the transpose of max_pool2d_grad ------------------------------------------
 def _max_pool_gather_kernel(x: np.ndarray, u: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
                             padding: Pair = (0, 0)) -> np.ndarray:
     idx, oh, ow = _argmax_taps(x, kernel_size, stride, padding)
@@ -267,12 +314,38 @@ def _max_pool_gather_kernel(x: np.ndarray, u: np.ndarray, kernel_size: Pair = (2
     return out
 
 
+register(OpSpec(
+    name="max_pool2d_gather", category="gradient", arity=2, infer=lambda x, u, **kw: _pool_infer(x, **kw),
+    numpy=_max_pool_gather_kernel,
+    vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
+    sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
+                           **_SAMPLE_POOL),
+    doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
+))
+
+
+# --- avg_pool2d -----------------------------------------------------------------------------------
 def _avg_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
                      padding: Pair = (0, 0)) -> np.ndarray:
     win, _, _ = _pool_windows(x, kernel_size, stride, padding, 0.0)
     return np.ascontiguousarray(win.mean(axis=(-2, -1)), dtype=x.dtype)
 
 
+register(OpSpec(
+    name="avg_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_avg_pool_kernel,
+    vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
+    attrs=dict(_POOL_ATTRS), wgsl="pool", sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2),
+    doc="mean over each window (zero padding counts, count_include_pad=True)",
+))
+
+
+def avg_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
+    """Mean over windows, like ``F.avg_pool2d`` (stride defaults to the kernel size)."""
+    return _pool("avg_pool2d", x, kernel_size, stride, padding)
+
+
+# --- avg_pool2d_grad ------------------------------------------------------------------------------
 def _avg_pool_grad_kernel(g: np.ndarray, x_shape: tuple = (), kernel_size: Pair = (2, 2), stride: Pair = (2, 2),
                           padding: Pair = (0, 0)) -> np.ndarray:
     n, c, h, w = x_shape
@@ -285,42 +358,6 @@ def _avg_pool_grad_kernel(g: np.ndarray, x_shape: tuple = (), kernel_size: Pair 
     return dxp[:, :, padding[0]: padding[0] + h, padding[1]: padding[1] + w].copy()
 
 
-def _pool_attrs(c: VjpContext) -> dict[str, Any]:
-    return {k: c.attrs[k] for k in ("kernel_size", "stride", "padding")}
-
-
-_POOL_ATTRS = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0)}
-_SAMPLE_POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1)}   # overlapping, padded windows
-register(OpSpec(
-    name="max_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_max_pool_kernel,
-    vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2),   # no ties: one winner per window
-    doc="maximum over each window; the gradient goes to the (first) maximum",
-))
-register(OpSpec(
-    name="max_pool2d_grad", category="gradient", arity=2, infer=lambda x, g, **_: x, numpy=_max_pool_grad_kernel,
-    vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
-                           **_SAMPLE_POOL),
-    doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
-))
-register(OpSpec(
-    name="max_pool2d_gather", category="gradient", arity=2, infer=lambda x, u, **kw: _pool_infer(x, **kw),
-    numpy=_max_pool_gather_kernel,
-    vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
-                           **_SAMPLE_POOL),
-    doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
-))
-register(OpSpec(
-    name="avg_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_avg_pool_kernel,
-    vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS), wgsl="pool", sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2),
-    doc="mean over each window (zero padding counts, count_include_pad=True)",
-))
 register(OpSpec(
     name="avg_pool2d_grad", category="gradient", arity=1, infer=lambda g, x_shape=(), **_: tuple(x_shape),
     numpy=_avg_pool_grad_kernel, vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
@@ -328,19 +365,3 @@ register(OpSpec(
     sample=lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_SAMPLE_POOL),
     doc="spreads each window's gradient evenly over the window",
 ))
-
-
-def _pool(name: str, x: Any, kernel_size: int | Pair, stride: int | Pair | None, padding: int | Pair) -> Tensor:
-    k = _pair(name, "kernel_size", kernel_size, 1)
-    s = k if stride is None else _pair(name, "stride", stride, 1)
-    return apply(name, x, kernel_size=k, stride=s, padding=_pair(name, "padding", padding, 0))
-
-
-def max_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
-    """Max over windows, like ``F.max_pool2d`` (stride defaults to the kernel size)."""
-    return _pool("max_pool2d", x, kernel_size, stride, padding)
-
-
-def avg_pool2d(x: Any, kernel_size: int | Pair, stride: int | Pair | None = None, padding: int | Pair = 0) -> Tensor:
-    """Mean over windows, like ``F.avg_pool2d`` (stride defaults to the kernel size)."""
-    return _pool("avg_pool2d", x, kernel_size, stride, padding)

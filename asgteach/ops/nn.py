@@ -24,21 +24,24 @@ from .registry import OpSpec, VjpContext, apply, as_tensor, register
 __all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding"]
 
 
-# --- softmax / log_softmax ------------------------------------------------------------------
+# --- softmax / log_softmax: along one axis ------------------------------------------------------
+def _along_one_axis(op: str):
+    """The shape rule of an op along one axis: the shape stays, the axis must exist."""
+
+    def infer(s: tuple, axis: Any = -1, **_: Any) -> tuple:
+        single_axis(op, axis, len(s), shape=s)  # also for nodes built by apply() or from JSON
+        return s
+
+    return infer
+
+
+# --- softmax ----------------------------------------------------------------------------------
 # np.maximum.reduce / np.add.reduce are np.max / np.sum without their Python wrappers, and
 # the temporaries are reused in place (out=): the same arithmetic, fewer microseconds.
 def _softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
     shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))  # max term is e^0 = 1: no overflow
     e = np.exp(shifted, out=shifted) if isinstance(shifted, np.ndarray) else np.exp(shifted)
     return e / np.add.reduce(e, axis=axis, keepdims=True)
-
-
-def _log_softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
-    log_sum = np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
-    if isinstance(shifted, np.ndarray):
-        return np.subtract(shifted, log_sum, out=shifted)
-    return shifted - log_sum
 
 
 def _softmax_vjp(c: VjpContext, g: Tensor):
@@ -54,6 +57,29 @@ def _softmax_jvp(c: VjpContext, t):
     return y * (t[0] - _red.sum(t[0] * y, axis=c.attrs["axis"], keepdims=True))
 
 
+register(OpSpec(
+    name="softmax", category="activation", arity=1, infer=_along_one_axis("softmax"), numpy=_softmax_kernel,
+    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
+    sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1),
+    doc="exp(x) / sum(exp(x)) along an axis, max-shifted",
+))
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """Softmax along ``axis`` (default the last), computed stably."""
+    x = as_tensor(x, op="softmax")
+    return apply("softmax", x, axis=single_axis("softmax", axis, x.ndim, user_source(), x.shape))
+
+
+# --- log_softmax ------------------------------------------------------------------------------
+def _log_softmax_kernel(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = np.subtract(x, np.maximum.reduce(x, axis=axis, keepdims=True))
+    log_sum = np.log(np.add.reduce(np.exp(shifted), axis=axis, keepdims=True))
+    if isinstance(shifted, np.ndarray):
+        return np.subtract(shifted, log_sum, out=shifted)
+    return shifted - log_sum
+
+
 def _log_softmax_vjp(c: VjpContext, g: Tensor):
     # out = x - logsumexp(x)  ->  dx = g - softmax(x) * sum(g),  softmax(x) = exp(out)
     return (g - _ew.exp(c.out) * _red.sum(g, axis=c.attrs["axis"], keepdims=True),)
@@ -65,32 +91,12 @@ def _log_softmax_jvp(c: VjpContext, t):
     return t[0] - _red.sum(_ew.exp(c.out) * t[0], axis=c.attrs["axis"], keepdims=True)
 
 
-def _along_one_axis(op: str):
-    def infer(s: tuple, axis: Any = -1, **_: Any) -> tuple:
-        single_axis(op, axis, len(s), shape=s)  # also for nodes built by apply() or from JSON
-        return s
-
-    return infer
-
-
-register(OpSpec(
-    name="softmax", category="activation", arity=1, infer=_along_one_axis("softmax"), numpy=_softmax_kernel,
-    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
-    sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1),
-    doc="exp(x) / sum(exp(x)) along an axis, max-shifted",
-))
 register(OpSpec(
     name="log_softmax", category="activation", arity=1, infer=_along_one_axis("log_softmax"),
     numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
     sample=lambda b: log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1),
     doc="x - logsumexp(x) along an axis, max-shifted",
 ))
-
-
-def softmax(x: Any, axis: int = -1) -> Tensor:
-    """Softmax along ``axis`` (default the last), computed stably."""
-    x = as_tensor(x, op="softmax")
-    return apply("softmax", x, axis=single_axis("softmax", axis, x.ndim, user_source(), x.shape))
 
 
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
