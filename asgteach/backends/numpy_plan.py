@@ -61,18 +61,6 @@ from .numpy_memory import plan_inplace, plan_outputs
 
 __all__ = ["Plan", "Step"]
 
-# Why an op can make a NaN, for the NumericsError that names it.
-_NAN_HINTS = {
-    "log": "log of a negative number is NaN (and log(0) = -inf); clamp the input or add a small epsilon",
-    "sqrt": "sqrt of a negative number is NaN; check the input is >= 0 (e.g. a variance plus eps)",
-    "div": "0/0 and inf/inf are NaN; check for a zero denominator",
-    "pow": "a negative base to a fractional power is NaN",
-    "sub": "inf - inf is NaN; an earlier value overflowed",
-    "add": "inf + (-inf) is NaN; an earlier value overflowed",
-    "mul": "0 * inf is NaN; an earlier value overflowed",
-}
-
-
 
 @dataclass(slots=True)
 class Step:
@@ -407,7 +395,7 @@ class Plan:
                     lines.append(f"    input #{i} {src.op} '{src.name}' {v.shape}: min {np.nanmin(v):.4g}, "
                                  f"max {np.nanmax(v):.4g}, NaN {int(np.isnan(v).sum())}")
             first = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
-            hint = _NAN_HINTS.get(node.op, "check this op's inputs for values outside its domain")
+            hint = spec(node.op).nan_hint or "check this op's inputs for values outside its domain"
             msg = (f"NaN first appears in {node.op} (node #{node.id} '{node.name}', {node.phase} pass), "
                    f"created at {created_at(node)}\n  {int(np.isnan(out).sum())} of {out.size} values are NaN, "
                    f"first at index {first}\n" + "\n".join(lines) + f"\n  why: {hint}")
