@@ -279,9 +279,6 @@ ALLOWED = {
         "the keys of _FAMILIES are WGSL kernel families (files in shaders/), two of which share an op's name",
     ("widgets/inspector.py", ("max", "mean")):
         "min/mean/max are the statistics the inspector prints (keys of widgets.values.stats), not ops",
-    ("backends/numpy_plan.py", ("add", "div", "log", "mul", "pow", "sqrt", "sub")):
-        "PENDING, owned by another change: _NAN_HINTS moved to OpSpec.nan_hint; the numpy plan is switching to "
-        "spec(op).nan_hint (this entry must then be deleted: a stale entry fails below)",
 }
 
 
