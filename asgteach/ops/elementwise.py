@@ -603,8 +603,9 @@ def relu6(x: Any) -> Tensor:
     return hardtanh(x, 0.0, 6.0)
 
 
-register(Composite(name="hardtanh", category="activation", build=hardtanh, doc=hardtanh.__doc__.splitlines()[0]))
-register(Composite(name="relu6", category="activation", build=relu6, doc=relu6.__doc__.splitlines()[0],
+register(Composite(name="hardtanh", category="activation", build=hardtanh,
+                   doc="x clipped to [min_val, max_val]: minimum(maximum(x, min_val), max_val)"))
+register(Composite(name="relu6", category="activation", build=relu6, doc="min(max(x, 0), 6): hardtanh(x, 0, 6)",
                    weight_init="kaiming_uniform"))
 register(Composite(name="gelu_tanh", category="activation", build=lambda x: gelu(x, approximate="tanh"),
                    doc="gelu(x, approximate='tanh'), the GPT-2 form, by one name"))
