@@ -379,6 +379,10 @@ class Graph:
         """A Graph ending a notebook cell draws itself (see :func:`notebook_display`)."""
         return notebook_display(self, include, exclude)
 
+    def __str__(self) -> str:
+        """``print(graph)``: the graph as a program, one line per node (see :meth:`listing`)."""
+        return self.listing()
+
     def listing(self, ids: Any = None) -> str:
         """The graph as a program, one line per node, in order (= a topological order)::
 
