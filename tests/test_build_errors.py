@@ -16,19 +16,13 @@ import numpy as np
 import pytest
 
 import asgteach as at
+from error_helpers import caller_line
+from error_helpers import raises_text as _raises
 from asgteach.ops import apply
 
 HERE = "test_build_errors.py"
 
 
-def caller_line() -> int:
-    return sys._getframe(1).f_lineno
-
-
-def _raises(exc: type, make) -> str:
-    with pytest.raises(exc) as e:
-        make()
-    return str(e.value)
 
 
 def _at(line: int) -> str:

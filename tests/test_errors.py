@@ -6,24 +6,17 @@ the lambda's body is on the same line) and checks the message points at this fil
 
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import pytest
 
 import asgteach as at
+from error_helpers import caller_line
+from error_helpers import raises_text as _raises
 
 HERE = "test_errors.py"
 
 
-def caller_line() -> int:
-    return sys._getframe(1).f_lineno
-
-
-def _raises(exc: type, make) -> str:
-    with pytest.raises(exc) as e:
-        make()
-    return str(e.value)
 
 
 # --- shape errors at build time -------------------------------------------------------------
