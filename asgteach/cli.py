@@ -5,6 +5,7 @@
     asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
     asgteach doctor   versions, Jupyter extensions, GPU adapters, and what to install for what is missing
     asgteach student  student versions of the lessons: solutions cut out, outputs cleared
+    asgteach link     the nbgitpuller link that pulls the lessons into each student's home on a JupyterHub
 
 Every subcommand is a small function that returns an exit code; ``main`` only parses arguments.
 The work itself lives in modules named for it: :mod:`asgteach.demo`, :mod:`asgteach.opcheck`,
@@ -226,6 +227,31 @@ def cmd_student(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# asgteach link
+# ---------------------------------------------------------------------------------------------------------------
+
+def cmd_link(args: argparse.Namespace) -> int:
+    """Print the nbgitpuller link that pulls the lessons into a student's home on a hub and opens lesson 00."""
+    from . import resources
+    from .hub import nbgitpuller_link, repo_defaults
+
+    repo, branch = args.repo, args.branch
+    if repo is None:
+        if not resources.is_checkout():
+            print("asgteach link: installed from a wheel, there is no repository to point at; give --repo "
+                  "(the course's git URL)", file=sys.stderr)
+            return 2
+        repo, found = repo_defaults(resources.package_dir().parent)
+        branch = branch or found
+    try:
+        print(nbgitpuller_link(args.hub, repo, branch, lesson=args.lesson, targetpath=args.targetpath, ui=args.ui))
+    except ValueError as e:
+        print(f"asgteach link: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # argument parsing
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -296,6 +322,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     student.add_argument("src_dir", metavar="SRC_DIR", help="the folder of solution notebooks, e.g. lessons/")
     student.add_argument("out_dir", metavar="OUT_DIR", help="where to write the student notebooks")
+    link = sub.add_parser(
+        "link", help="print the nbgitpuller link that brings the lessons into each student's home on a JupyterHub",
+        description="Print the URL to hand out: it logs the student into the hub, starts their server, clones (the "
+                    "first time) or pulls (every later time) the course repository into ~/TARGETPATH with "
+                    "nbgitpuller, and opens lesson 00 in JupyterLab. A student's edited files survive a re-pull. "
+                    "From a checkout, the repository is its origin remote (else the folder itself, file://...).",
+    )
+    link.add_argument("--hub", default="http://127.0.0.1:8000", help="the hub's address (default %(default)s)")
+    link.add_argument("--repo", help="git URL of the course (default: this checkout's origin, else file://<it>)")
+    link.add_argument("--branch", help="branch to pull (default: the checkout's current branch)")
+    link.add_argument("--lesson", default="lessons/00-welcome.ipynb", help="notebook to open (default %(default)s)")
+    link.add_argument("--targetpath", default="asgteach", help="folder in the student's home (default %(default)s)")
+    link.add_argument("--ui", choices=("lab", "notebook"), default="lab", help="JupyterLab (default) or Notebook 7")
     return parser
 
 
@@ -307,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_lab(args, extra)
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    commands = {"check": cmd_check, "demo": cmd_demo, "doctor": cmd_doctor, "student": cmd_student}
+    commands = {"check": cmd_check, "demo": cmd_demo, "doctor": cmd_doctor, "student": cmd_student,
+                "link": cmd_link}
     return commands[args.command](args)
 
 

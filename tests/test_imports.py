@@ -63,6 +63,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "doctor": ("asgteach.doctor",),
         "examples": ("asgteach.examples",),
         "opcheck": ("asgteach.opcheck",),
+        "hub": ("asgteach.hub",),                # the nbgitpuller link (`asgteach link`)
     },
     {  # 9: the command line
         "cli": ("asgteach.cli", "asgteach.__main__"),
