@@ -127,8 +127,11 @@ class OpSpec:
         reduction removes. ``index_bound(shapes, **attrs)``: for ops reading integer row
         ids, how many rows there are (the GPU backend checks fed ids against it: a kernel
         cannot raise). ``weight_init``: for activations, the initialiser of the weights
-        feeding them (Kaiming for relu-like ones). ``doc``: one line (default: the English
-        headline). ``leaf``: input, parameter and constant only.
+        feeding them (Kaiming for relu-like ones). ``glue``: the op only moves or copies
+        data (reshape, transpose, broadcast_to, sum_to: one input, no arithmetic worth a
+        node of its own), so the graph view may fold it into an edge label when its
+        "details" are off. ``doc``: one line (default: the English headline). ``leaf``:
+        input, parameter and constant only.
 
     Positional order is kept for old code (``OpSpec("neg", "arithmetic", 1, infer, np.negative)``);
     new fields are only ever added at the end.
@@ -159,6 +162,7 @@ class OpSpec:
     reduced_axes: Callable[..., tuple[int, ...]] | None = None
     index_bound: Callable[..., int] | None = None
     weight_init: str | None = None
+    glue: bool = False
 
     def __post_init__(self) -> None:
         if self.wgsl_expr is not None and self.wgsl is None:

@@ -36,7 +36,8 @@ def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    name="reshape", category="shape", arity=1, infer=_reshape_infer, numpy=lambda x, shape=(): x.reshape(shape),
+    name="reshape", category="shape", arity=1, glue=True, infer=_reshape_infer,
+    numpy=lambda x, shape=(): x.reshape(shape),
     vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
     input_kinds="any", out_kind="same", attrs={"shape": ()}, wgsl="copy",
@@ -75,7 +76,8 @@ def _transpose_vjp(c: VjpContext, g: Tensor):
 
 
 register(OpSpec(
-    name="transpose", category="linalg", arity=1, infer=_transpose_infer, numpy=lambda x, axes=(): x.transpose(axes),
+    name="transpose", category="linalg", arity=1, glue=True, infer=_transpose_infer,
+    numpy=lambda x, axes=(): x.transpose(axes),
     vjp=_transpose_vjp, jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
     input_kinds="any", out_kind="same", attrs={"axes": ()}, wgsl="copy",
     sample=lambda b: transpose(b.x((2, 3, 4)), (1, 2, 0)), doc="permute axes (default: reverse them, like x.T)",
@@ -154,7 +156,7 @@ def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    name="broadcast_to", category="shape", arity=1, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
+    name="broadcast_to", category="shape", arity=1, glue=True, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
     vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
     input_kinds="any", out_kind="same", attrs={"shape": ()}, broadcasts=True, wgsl="copy",
@@ -162,7 +164,7 @@ register(OpSpec(
     doc="repeat along size-1 / new leading axes (numpy broadcasting)",
 ))
 register(OpSpec(
-    name="sum_to", category="shape", arity=1, infer=_sum_to_infer, numpy=_sum_to_kernel,
+    name="sum_to", category="shape", arity=1, glue=True, infer=_sum_to_infer, numpy=_sum_to_kernel,
     vjp=lambda c, g: (broadcast_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else sum_to(t[0], c.out.shape),
     attrs={"shape": ()}, wgsl="reduce", wgsl_entry="sum",

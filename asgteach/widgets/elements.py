@@ -14,6 +14,12 @@ the tests all share it. It answers four questions:
 * **What is drawn?** ``build_elements``: a cytoscape element list for one *mode*
   (forward / backward / both) with some groups collapsed into one node each — this is
   what keeps a 1,000-node transformer readable.
+* **Which gradient mirrors which node?** ``mirrors_of``: the backward node holding
+  dL/d(node) for each forward node (from the recorded ``at.grad`` sweeps), so the layout
+  can put a gradient at the height of its node and step-through can light up both.
+* **What is glue?** ``glue_ids``: with ``details`` off, nodes that only move data (ops
+  whose OpSpec says ``glue``), scalar constants and the seed are folded into the edge
+  labels (an edge keeps the ids it hides in ``data["folded"]``, for the inspector).
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from ..graph import Graph, Node
 __all__ = [
     "MODES", "COLLAPSE_DEFAULT", "Scope", "scope_of", "category_of", "label_of", "shape_text", "group_path",
     "groups_of",
-    "build_elements", "node_element_id", "group_element_id", "parse_element_id", "GRAD_LINKS",
+    "build_elements", "node_element_id", "group_element_id", "parse_element_id", "GRAD_LINKS", "mirrors_of",
+    "glue_ids", "element_phase",
 ]
 
 #: What the view can show: the user's graph, autograd's graph, or both in one picture.
@@ -190,15 +197,100 @@ def _broadcast_label(graph: Graph, src: Node, dst: Node) -> str | None:
     return f"{shape_text(src.shape)} → {shape_text(dst.shape)}"
 
 
-def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None = None) -> list[dict[str, Any]]:
+def mirrors_of(graph: Graph, ids: Iterable[int]) -> dict[int, int]:
+    """Backward node id -> the forward node whose gradient dL/d(node) it holds (among ``ids``).
+
+    Read from the recorded sweeps (``graph.passes``: forward id -> gradient id) and from
+    ``meta["grad_of"]``. One gradient node can hold the gradient of several forward nodes
+    (``add`` passes its gradient through unchanged to both inputs): it mirrors the one the
+    sweep reached first, the one nearest the output (the largest id).
+    """
+    shown = set(ids)
+    out: dict[int, int] = {}
+    for p in graph.passes:
+        if p.get("kind", "grad") != "grad":
+            continue
+        for f, gid in sorted((int(k), int(v)) for k, v in p.get("grads", {}).items()):
+            if f in shown and gid in shown and graph.nodes[gid].phase == "backward" and \
+                    graph.nodes[f].phase == "forward":
+                out[gid] = f  # ascending forward ids: the largest one wins
+    for i in shown:
+        of = graph.nodes[i].meta.get("grad_of")
+        if graph.nodes[i].phase == "backward" and isinstance(of, int) and of in shown and i not in out:
+            out[i] = of
+    return out
+
+
+def glue_ids(scope: Scope, ids: Iterable[int]) -> set[int]:
+    """The nodes of ``ids`` that a view without details folds away.
+
+    Glue is what the op registry calls glue (``OpSpec.glue``: reshape, transpose, broadcast_to,
+    sum_to ... ops that only move data) when its input is drawn, scalar constants (category
+    "constant", one element) and the seed of a sweep. What the user asked to see and the final
+    gradients (``meta["grad_of"]``) are never folded.
+    """
+    from ..ops.registry import REGISTRY
+
+    g = scope.graph
+    shown = set(ids)
+    keep = set(scope.outputs)
+    out: set[int] = set()
+    for i in shown:
+        n = g.nodes[i]
+        if i in keep or "grad_of" in n.meta:
+            continue
+        spec = REGISTRY.get(n.op)
+        if "seed_of" in n.meta or (spec is not None and spec.category == "constant" and n.size == 1):
+            out.add(i)
+        elif spec is not None and spec.glue and len(n.inputs) == 1 and n.inputs[0] in shown:
+            out.add(i)
+    return out
+
+
+def element_phase(element: dict[str, Any]) -> str:
+    """"forward" or "backward" for any node element (a group's phase is its members')."""
+    d = element["data"]
+    if d.get("phase"):
+        return str(d["phase"])
+    return "backward" if str(d.get("group", "")).startswith(BACKWARD_MARK) else "forward"
+
+
+def _fold_label(graph: Graph, chain: list[int]) -> str:
+    """The label of an edge that hides ``chain`` (glue nodes, in the order data flows through them)."""
+    ops = " → ".join(graph.nodes[i].op for i in chain)
+    return f"{ops} {shape_text(graph.nodes[chain[-1]].shape)}"
+
+
+def _past_glue(graph: Graph, j: int, hidden: set[int]) -> tuple[list[int], int]:
+    """Walk back from input ``j`` past folded glue: (the glue passed, in flow order; where the walk ended)."""
+    chain: list[int] = []
+    while j in hidden and graph.nodes[j].inputs:
+        chain.insert(0, j)
+        j = graph.nodes[j].inputs[0]
+    return chain, j
+
+
+def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None = None,
+                   details: bool = True) -> list[dict[str, Any]]:
     """The cytoscape elements of ``scope`` in ``mode``.
 
     ``expanded`` is the set of groups drawn open (as a box around their members);
     ``None`` means all open. A closed group is ONE node standing for all its members;
     edges into and out of its members are redrawn to it (once per neighbour).
+
+    With ``details`` off, glue (:func:`glue_ids`) is not drawn: an edge runs past it, labelled
+    with the hidden ops and keeping their ids in ``data["folded"]``; a folded scalar constant
+    is named in its consumer's label instead (``mul ×0.1``).
+
+    Every node element carries ``data["phase"]`` ("forward" or "backward"); a gradient node
+    carries ``data["mirror"]``, the element id of the forward node whose gradient it holds.
     """
     g = scope.graph
     ids, context = visible_ids(scope, mode)
+    hidden = glue_ids(scope, ids) if not details else set()
+    if hidden:
+        ids = [i for i in ids if i not in hidden]
+    mirrors = mirrors_of(g, ids)
     is_open = (lambda name: True) if expanded is None else (lambda name: name in expanded)
     outputs = set(scope.outputs)
 
@@ -234,13 +326,17 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
     elements: list[dict[str, Any]] = []
     for name in sorted(open_groups):
         eid = group_element_id(name)
-        data = {"id": eid, "label": name, "kind": "compound", "group": name}
+        data = {"id": eid, "label": name, "kind": "compound", "group": name,
+                "phase": "backward" if name.startswith(BACKWARD_MARK) else "forward"}
         if eid in parent_of:
             data["parent"] = parent_of[eid]
         elements.append({"group": "nodes", "data": data, "classes": "compound"})
     for eid, count in members.items():
         name = eid[2:]
-        data = {"id": eid, "label": f"▸ {name}\n{count} nodes", "kind": "group", "group": name, "size": count}
+        data = {"id": eid, "label": f"▸ {name}\n{count} nodes", "kind": "group", "group": name, "size": count,
+                "phase": "backward" if name.startswith(BACKWARD_MARK) else "forward"}
+        if name.startswith(BACKWARD_MARK) and group_element_id(name[len(BACKWARD_MARK):]) in members:
+            data["mirror"] = group_element_id(name[len(BACKWARD_MARK):])
         if eid in parent_of:
             data["parent"] = parent_of[eid]
         elements.append({"group": "nodes", "data": data, "classes": "group"})
@@ -256,8 +352,15 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
             classes.append("context")
         if i in outputs:
             classes.append("output")
-        data = {"id": rep[i], "label": label_of(n, g), "nid": i, "op": n.op, "cat": cat, "phase": n.phase,
+        label = label_of(n, g)
+        consts = [g.nodes[k].name for k in (_past_glue(g, j, hidden)[1] for j in n.inputs) if k in hidden]
+        if consts:  # a folded scalar constant or seed is named where it is used
+            head, _, rest = label.partition("\n")
+            label = f"{head} ({', '.join(c[:12] for c in consts)})\n{rest}"
+        data = {"id": rep[i], "label": label, "nid": i, "op": n.op, "cat": cat, "phase": n.phase,
                 "kind": "node"}
+        if i in mirrors and rep.get(mirrors[i]) == node_element_id(mirrors[i]):
+            data["mirror"] = node_element_id(mirrors[i])
         if rep[i] in parent_of:
             data["parent"] = parent_of[rep[i]]
         elements.append({"group": "nodes", "data": data, "classes": " ".join(classes)})
@@ -267,7 +370,8 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
     for i in ids:
         dst = g.nodes[i]
         for j in dst.inputs:
-            if j not in shown:
+            chain, j = _past_glue(g, j, hidden)
+            if j not in shown or j in hidden:
                 continue
             a, b = rep[j], rep[i]
             if a == b or (a, b) in seen:
@@ -277,10 +381,15 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
             classes = []
             if dst.phase == "backward":
                 classes.append("backward" if src.phase == "backward" else "reads")
-            data = {"id": f"e:{a}>{b}", "source": a, "target": b}
-            label = _broadcast_label(g, src, dst) if a.startswith("n") and b.startswith("n") else None
-            if label:
-                classes.append("broadcast")
-                data["label"] = label
+            data: dict[str, Any] = {"id": f"e:{a}>{b}", "source": a, "target": b}
+            if chain:
+                classes.append("folded")
+                data["label"] = _fold_label(g, chain)
+                data["folded"] = chain
+            else:
+                label = _broadcast_label(g, src, dst) if a.startswith("n") and b.startswith("n") else None
+                if label:
+                    classes.append("broadcast")
+                    data["label"] = label
             elements.append({"group": "edges", "data": data, "classes": " ".join(classes)})
     return elements

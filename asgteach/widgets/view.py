@@ -2,15 +2,21 @@
 
 Layout of the widget::
 
-    [Fit] [forward|backward|both] [EN|RU] [Step backward ▸] [◂] [Reset] [Expand all] [WGSL]
-    +---------------------------------------------+-------------------------+
-    |  the graph (dagre layout, top to bottom)    |  Node Inspector         |
-    +---------------------------------------------+-------------------------+
-    legend (one colour per category)
+    [Fit] [forward|backward|both] [EN|RU] [◂] [Step backward ▸] [Reset] [Expand all] [Details] [Present] [WGSL]
+    +-----------------------------------------------------------+----------------------+
+    |  the graph: forward column top-down | gradients bottom-up |  Node Inspector      |
+    |  (as wide as the cell; as tall as the graph, up to a max) |  (beside, or below   |
+    +-----------------------------------------------------------+   when there is no   |
+    legend (colour AND shape per category)                          room beside)
     WGSL source (when asked)
 
-The Python side holds all state (mode, open groups, selection, step); the browser only
-draws. Two quirks of ipycytoscape 1.3.3 shape the code:
+The positions come from :mod:`.layout` (cytoscape's "preset" layout): the forward graph on
+the left, the backward graph mirrored on the right, each gradient at its node's height. The
+canvas is sized so that labels render at >= 11 CSS px (18 in presentation mode) when all
+nodes fit; its zoom never goes below that (a bigger graph pans instead of shrinking).
+
+The Python side holds all state (mode, open groups, details, selection, step); the browser
+only draws. Two quirks of ipycytoscape 1.3.3 shape the code:
 
 * it does not fit the graph into its box on first paint (the box has no size yet when the
   layout runs), so the view asks the browser to resize-and-fit shortly after it is shown
@@ -30,14 +36,36 @@ from .elements import (
 )
 from .i18n import LANGS, t
 from .inspector import InspectorData, empty_html, esc, group_html, node_html
+from .layout import FONT_PX, mirror_layout
 from .steps import Step, grad_passes, steps_of
-from .styles import cytoscape_style, legend_html
+from .styles import PRESENT_SCALE, cytoscape_style, legend_html
 from ..usertext import user_text
 
-__all__ = ["GraphView", "COLLAPSE_AT"]
+__all__ = ["GraphView", "COLLAPSE_AT", "LEGIBLE_PX", "PRESENT_PX", "EXPAND_WARN_AT", "canvas_height",
+           "expand_estimate_s"]
 
 #: Above this many drawn nodes, layers start collapsed (one node per layer).
 COLLAPSE_AT = COLLAPSE_DEFAULT
+#: The smallest label a reader gets (CSS px = zoom x font size): the zoom never goes below it.
+LEGIBLE_PX, PRESENT_PX = 11.0, 18.0
+#: The canvas grows with the graph between these heights (px); beyond, the reader pans.
+MIN_HEIGHT, MAX_HEIGHT = 240, 900
+#: Space around the drawing inside the canvas (px), as the layout's fit leaves it.
+FIT_PADDING = 16
+#: "Expand all" over this many nodes asks first: ipycytoscape builds one widget per element.
+EXPAND_WARN_AT = 500
+#: Measured cost of one drawn element (node or edge) in JupyterLab + Chromium, seconds.
+SECONDS_PER_ELEMENT = 0.012
+
+
+def canvas_height(layout_height: float, zoom: float = 1.0) -> int:
+    """The canvas height (px) showing a drawing ``layout_height`` tall at ``zoom``, within the limits."""
+    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, layout_height * zoom + 2 * FIT_PADDING + 8)))
+
+
+def expand_estimate_s(n_nodes: int, n_edges: int) -> float:
+    """About how long the browser takes to draw this many elements (see SECONDS_PER_ELEMENT)."""
+    return (n_nodes + n_edges) * SECONDS_PER_ELEMENT
 
 
 def _wgpu_plan_shader(graph: Any, node_id: int) -> str:
@@ -68,7 +96,9 @@ class GraphView:
         lang: str = "en",
         mode: str | None = None,
         collapse: bool | None = None,
-        height: str = "520px",
+        height: str | None = None,
+        present: bool = False,
+        details: bool | None = None,
     ) -> None:
         import ipycytoscape
         import ipywidgets as w
@@ -86,6 +116,11 @@ class GraphView:
         start_closed = collapse if collapse is not None else n_drawn > COLLAPSE_AT
         #: groups drawn open; None: all open
         self.expanded: set[str] | None = set() if start_closed else None
+        #: draw glue (reshape, transpose, scalar constants, the seed ...) as nodes; off for lesson-size graphs
+        self.details = details if details is not None else n_drawn > COLLAPSE_AT
+        self.present = bool(present)
+        self._fixed_height = height
+        self._expand_asked = False
 
         vals = resolve_values(g, values)
         if feeds is not None or trainer is not None:
@@ -103,15 +138,17 @@ class GraphView:
         self._generation = 0
         self._elements: list[dict] = []
 
-        self.cyto = ipycytoscape.CytoscapeWidget(layout=w.Layout(height=height, width="100%"))
-        self._height = height
-        self.cyto.set_style(cytoscape_style())
-        self.cyto.cytoscape_layout = {"name": "dagre", "rankDir": "TB", "nodeSep": 14, "rankSep": 26,
-                                      "edgeSep": 6, "fit": True, "padding": 12, "animate": False}
-        self.cyto.min_zoom, self.cyto.max_zoom = 0.02, 4.0
+        self._height = height or f"{MIN_HEIGHT}px"
+        self.cyto = ipycytoscape.CytoscapeWidget(layout=w.Layout(height=self._height, width="100%"))
+        self.cyto.set_style(cytoscape_style(self.present, FONT_PX))
+        # positions come from .layout (forward left, gradients mirrored right); "preset" draws them as given
+        self.cyto.cytoscape_layout = {"name": "preset", "fit": True, "padding": FIT_PADDING, "animate": False}
+        self._set_zoom_limits()
         self.cyto.on("node", "click", self._on_click)
-        self.inspector = w.HTMLMath(value=empty_html(self.lang),
-                                    layout=w.Layout(width="36%", height=height, overflow="auto", padding="0 8px"))
+        self.cyto.on("edge", "click", self._on_click)
+        self.inspector = w.HTMLMath(value=empty_html(self.lang), layout=w.Layout(
+            flex="1 1 340px", min_width="300px", max_width="640px", max_height=self._height, overflow="auto",
+            padding="0 8px"))
         self.inspector.add_class("asg-inspector-panel")
 
         self.fit_button = w.Button(description=t("fit", self.lang), layout=w.Layout(width="auto"))
@@ -126,11 +163,16 @@ class GraphView:
         self.reset_button = w.Button(description=t("reset", self.lang), layout=w.Layout(width="auto"))
         self.expand_button = w.Button(description=t("expand_all", self.lang), layout=w.Layout(width="auto"),
                                       disabled=not self.groups)
+        self.details_button = w.ToggleButton(value=self.details, description=t("details", self.lang),
+                                             layout=w.Layout(width="auto"))
+        self.present_button = w.ToggleButton(value=self.present, description=t("present", self.lang),
+                                             layout=w.Layout(width="auto"))
         self.wgsl_button = w.Button(description=t("wgsl", self.lang), layout=w.Layout(width="auto", display="none"))
         self.status = w.HTML(value="")
         for b, cls in ((self.fit_button, "asg-fit"), (self.mode_buttons, "asg-mode"), (self.lang_buttons, "asg-lang"),
                        (self.step_button, "asg-step"), (self.step_back_button, "asg-step-back"),
                        (self.reset_button, "asg-reset"), (self.expand_button, "asg-expand"),
+                       (self.details_button, "asg-details"), (self.present_button, "asg-present"),
                        (self.wgsl_button, "asg-wgsl"), (self.status, "asg-status")):
             b.add_class(cls)
         self.fit_button.on_click(lambda _: self.fit())
@@ -141,18 +183,25 @@ class GraphView:
         self.step_back_button.on_click(lambda _: self.step(-1))
         self.reset_button.on_click(lambda _: self.reset())
         self.expand_button.on_click(lambda _: self.toggle_all())
+        self.details_button.observe(lambda ch: self.set_details(ch["new"]), names="value")
+        self.present_button.observe(lambda ch: self.set_present(ch["new"]), names="value")
         self.wgsl_button.on_click(lambda _: self.show_wgsl())
         self.legend = w.HTML(value="")
         self.wgsl_out = w.HTML(value="")
         toolbar = w.HBox([self.fit_button, self.mode_buttons, self.lang_buttons, self.step_back_button,
-                          self.step_button, self.reset_button, self.expand_button, self.wgsl_button, self.status],
+                          self.step_button, self.reset_button, self.expand_button, self.details_button,
+                          self.present_button, self.wgsl_button, self.status],
                          layout=w.Layout(flex_flow="row wrap", align_items="center"))
-        graph_box = w.Box([self.cyto], layout=w.Layout(width="64%", border="1px solid #ddd"))
+        # The graph takes what it needs to draw at full size (its flex basis) and the whole row
+        # when the inspector does not fit beside it: then the inspector wraps below.
+        self.graph_box = w.Box([self.cyto], layout=w.Layout(flex="1 1 600px", min_width="0",
+                                                            border="1px solid #ddd"))
         # The inspector's text is a flex item: without min-width 0 a long display formula would
         # widen it past its panel instead of scrolling inside its own box (.asg-math).
         css = w.HTML("<style>.asg-inspector-panel .widget-htmlmath-content{min-width:0}</style>",
                      layout=w.Layout(height="0px", margin="0"))
-        self.widget = w.VBox([css, toolbar, w.HBox([graph_box, self.inspector]), self.legend, self.wgsl_out])
+        body = w.Box([self.graph_box, self.inspector], layout=w.Layout(flex_flow="row wrap", width="100%"))
+        self.widget = w.VBox([css, toolbar, body, self.legend, self.wgsl_out], layout=w.Layout(width="100%"))
         self.widget.add_class("asg-graphview")
         self._rebuild()
         threading.Thread(target=self._probe_wgpu, daemon=True).start()
@@ -160,13 +209,24 @@ class GraphView:
     # -- drawing ------------------------------------------------------------------------------
     def elements(self) -> list[dict]:
         """The cytoscape elements for the current mode and open groups."""
-        return build_elements(self.scope, self.mode, self.expanded)
+        return build_elements(self.scope, self.mode, self.expanded, details=self.details)
+
+    @property
+    def font_px(self) -> float:
+        """Label size of a node in model units (x 1.6 in presentation mode)."""
+        return FONT_PX * (PRESENT_SCALE if self.present else 1.0)
+
+    def _set_zoom_limits(self) -> None:
+        # the zoom never makes a label smaller than legible; fit never blows a tiny graph up past 2x
+        self.cyto.min_zoom = (PRESENT_PX if self.present else LEGIBLE_PX) / self.font_px
+        self.cyto.max_zoom = 2.0
 
     def _rebuild(self) -> None:
         """Replace the drawn elements (fresh widgets; see the module doc) and redo the layout."""
         import ipycytoscape
 
         self._elements = els = self.elements()
+        self.layout = lay = mirror_layout(els, self.font_px)
         old = list(self._element_widgets.values())
         self._element_widgets = {}
         self._generation += 1
@@ -180,10 +240,16 @@ class GraphView:
             for end in ("source", "target", "parent"):
                 if end in data:
                     data[end] = data[end] + tag
-            cls = ipycytoscape.Node if el["group"] == "nodes" else ipycytoscape.Edge
-            wdg = cls(data=data, classes=el.get("classes", ""))
+            if el["group"] == "nodes":
+                wdg = ipycytoscape.Node(data=data, classes=el.get("classes", ""))
+                at = lay.positions.get(el["data"]["id"])
+                if at is not None:
+                    wdg.position = {"x": at[0], "y": at[1]}
+            else:
+                wdg = ipycytoscape.Edge(data=data, classes=el.get("classes", ""))
             self._element_widgets[el["data"]["id"]] = wdg
             (nodes if el["group"] == "nodes" else edges).append(wdg)
+        self._size_canvas()
         if old:  # empty the graph first, so the new layout does not make room for the old elements
             with self.cyto.graph.hold_sync():
                 self.cyto.graph.nodes, self.cyto.graph.edges = [], []
@@ -193,7 +259,7 @@ class GraphView:
         for wdg in old:
             wdg.close()
         cats = sorted({el["data"]["cat"] for el in els if el["data"].get("cat")})
-        self.legend.value = legend_html(cats or None, self.lang, backward=self.mode != "forward")
+        self.legend.value = legend_html(cats or None, self.lang, backward=self.mode != "forward", present=self.present)
         if self.selected not in self._element_widgets:
             self.selected = None
         self._apply_highlights()
@@ -207,7 +273,18 @@ class GraphView:
         if new != have:
             wdg.classes = " ".join(sorted(new))
 
-    _DYNAMIC = {"selected", "incident", "step-current", "step-rule", "step-sum", "step-done", "step-flow"}
+    def _size_canvas(self) -> None:
+        """Height from the drawing (labels at full size when it fits), width: what the row gives."""
+        lay = self.layout
+        if self._fixed_height is None:
+            self._height = f"{canvas_height(lay.height)}px"
+            self.cyto.layout.height = self._height   # a new height makes the frontend resize and fit
+        self.graph_box.layout.flex = f"1 1 {int(max(420, lay.width + 2 * FIT_PADDING + 4))}px"
+        self.inspector.layout.max_height = f"{max(420, int(self._height.rstrip('px') or 420))}px" \
+            if self._height.endswith("px") else self._height
+
+    _DYNAMIC = {"selected", "incident", "step-current", "step-mirror", "step-rule", "step-sum", "step-done",
+                "step-flow"}
 
     def _apply_highlights(self) -> None:
         """Put the selection and step-through classes on the element widgets."""
@@ -222,6 +299,9 @@ class GraphView:
             for k, s in enumerate(self.steps[: self.step_index + 1]):
                 current = k == self.step_index
                 want.setdefault(self.rep_of(s.node), set()).add("step-current" if current else "step-done")
+                mirror = self.rep_of(s.grad)
+                if current and mirror != self.rep_of(s.node):  # the gradient beside its node lights up too
+                    want.setdefault(mirror, set()).add("step-mirror")
                 if current:
                     for i in s.rule:
                         want.setdefault(self.rep_of(i), set()).add("step-rule")
@@ -257,7 +337,10 @@ class GraphView:
         self.click(str(data.get("key") or str(data.get("id", "")).split("|")[0]))
 
     def click(self, element_id: str) -> None:
-        """What a click on element ``element_id`` does: inspect a node, open/close a group."""
+        """What a click on element ``element_id`` does: inspect a node or a folded edge, open/close a group."""
+        if element_id.startswith("e:"):
+            self.inspect_edge(element_id)
+            return
         kind, key = parse_element_id(element_id)
         if kind == "group":
             members = self.groups.get(key, [])
@@ -277,6 +360,39 @@ class GraphView:
         self.selected = element_id
         self.inspector.value = node_html(self.data, key, self.lang)
         self._apply_highlights()
+
+    def inspect_edge(self, edge_id: str) -> None:
+        """An edge hiding glue (details off): the inspector explains each hidden node, in flow order."""
+        edge = next((e for e in self._elements if e["group"] == "edges" and e["data"]["id"] == edge_id), None)
+        folded = edge["data"].get("folded", []) if edge else []
+        if not folded:
+            return
+        self.selected = None
+        self.inspector.value = (f'<div class="asg-folded"><p><i>{esc(t("folded_edge", self.lang))}</i></p></div>'
+                                + "<hr>".join(node_html(self.data, i, self.lang) for i in folded))
+        self._apply_highlights()
+
+    def set_details(self, on: bool) -> None:
+        """Draw every node (on), or fold glue into edge labels (off)."""
+        on = bool(on)
+        if self.details_button.value != on:
+            self.details_button.value = on
+        if on == self.details:
+            return
+        self.details = on
+        self._rebuild()
+
+    def set_present(self, on: bool) -> None:
+        """Presentation mode: 1.6x fonts, thicker edges, high contrast, a large legend (for a projector)."""
+        on = bool(on)
+        if self.present_button.value != on:
+            self.present_button.value = on
+        if on == self.present:
+            return
+        self.present = on
+        self.cyto.set_style(cytoscape_style(self.present, FONT_PX))
+        self._set_zoom_limits()
+        self._rebuild()
 
     def _on_mode_button(self, change: dict) -> None:
         if not self._relabelling and change["new"] is not None:
@@ -299,7 +415,8 @@ class GraphView:
         if self.lang_buttons.value != lang:
             self.lang_buttons.value = lang
         for b, key in ((self.fit_button, "fit"), (self.step_button, "step"), (self.reset_button, "reset"),
-                       (self.expand_button, "expand_all"), (self.wgsl_button, "wgsl")):
+                       (self.expand_button, "expand_all"), (self.wgsl_button, "wgsl"),
+                       (self.details_button, "details"), (self.present_button, "present")):
             b.description = t(key, lang)
         mode, self._relabelling = self.mode, True
         try:  # new option labels reset the value: do not let that switch the mode
@@ -308,7 +425,7 @@ class GraphView:
         finally:
             self._relabelling = False
         cats = sorted({el["data"]["cat"] for el in self._elements if el["data"].get("cat")})
-        self.legend.value = legend_html(cats or None, lang, backward=self.mode != "forward")
+        self.legend.value = legend_html(cats or None, lang, backward=self.mode != "forward", present=self.present)
         if 0 <= self.step_index < len(self.steps):
             self.status.value = self._step_status(self.step_index)
         self._render_inspector()
@@ -322,9 +439,30 @@ class GraphView:
         else:
             self.inspector.value = empty_html(self.lang)
 
-    def toggle_all(self) -> None:
-        """Open every layer group, or (when all are open) close them all."""
-        self.expanded = set() if self.expanded is None or self.expanded >= set(self.groups) else None
+    def expand_all_cost(self) -> tuple[int, int, float]:
+        """(nodes, edges, seconds): what drawing every node of the current mode would take."""
+        els = build_elements(self.scope, self.mode, None, details=self.details)
+        n = sum(1 for e in els if e["group"] == "nodes")
+        m = len(els) - n
+        return n, m, expand_estimate_s(n, m)
+
+    def toggle_all(self, confirm: bool = False) -> None:
+        """Open every layer group, or (when all are open) close them all.
+
+        Opening more than :data:`EXPAND_WARN_AT` nodes first says how many and how long it
+        would take; pressing again (or ``confirm=True``) draws them.
+        """
+        opening = not (self.expanded is None or self.expanded >= set(self.groups))
+        if opening and not (confirm or self._expand_asked):
+            n, m, secs = self.expand_all_cost()
+            if n > EXPAND_WARN_AT:
+                self._expand_asked = True
+                self.status.value = (f'<span class="asg-expand-warn" style="color:#a05a00">'
+                                     f'{esc(t("expand_warn", self.lang).format(n=f"{n:,}", s=f"{secs:.0f}"))}</span>')
+                return
+        self._expand_asked = False
+        self.status.value = ""
+        self.expanded = set() if not opening else None
         self.expand_button.description = t("collapse_all" if self.expanded is None else "expand_all", self.lang)
         self._rebuild()
 
