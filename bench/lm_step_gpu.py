@@ -1,0 +1,163 @@
+"""A GPT-style language-model training step through the PUBLIC API: asgteach on wgpu vs PyTorch CUDA eager.
+
+    python bench/lm_step_gpu.py                      # both sizes of issue 17
+    python bench/lm_step_gpu.py --sizes base --steps 30
+
+asgteach builds the model as a student would: ``nn.Embedding`` + ``nn.LearnedPositionalEmbedding``
++ ``nn.TransformerBlock`` x blocks + ``nn.LayerNorm`` + ``nn.Linear`` + ``nn.cross_entropy``, and
+trains it with ``Trainer(loss, optimizer=optim.AdamW(...), backend="wgpu")`` - no bench-only
+shortcut. ``Trainer.train_step`` returns the loss as a float, so every step ends with a host sync.
+
+PyTorch runs the same-shaped model in eager mode: ``nn.Embedding``, a learned position table,
+``nn.TransformerEncoderLayer(norm_first=True, activation="gelu", dropout=0)`` x blocks with a
+causal mask, ``nn.LayerNorm``, ``nn.Linear``, cross-entropy, ``torch.optim.AdamW``; FP32, TF32 off,
+``loss.item()`` every step (the same sync as ours).
+
+Printed per size: ms/step of both and their ratio (asgteach / PyTorch: below 1 means faster),
+compile time (constructing the Trainer: backward graph, optimizer graph, plan and pipelines),
+a second Trainer on a fresh graph of the same shapes (what cached pipelines save), and the
+plan's dispatches, submits and host syncs per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import asgteach as at
+
+SIZES = {
+    "base": dict(blocks=4, d_model=512, heads=8, seq=256, batch=16, vocab=256),
+    "wide": dict(blocks=4, d_model=1024, heads=16, seq=256, batch=16, vocab=256),
+    "tiny": dict(blocks=1, d_model=32, heads=2, seq=16, batch=2, vocab=16),   # a smoke test (lavapipe)
+}
+
+
+def build(cfg: dict) -> tuple[at.Tensor, at.Tensor, at.Tensor, at.Graph]:
+    """The model and its loss, in a graph of their own."""
+    b, t, d = cfg["batch"], cfg["seq"], cfg["d_model"]
+    with at.Graph("lm") as g:
+        tokens = at.input("tokens", (b, t), dtype="int")
+        targets = at.input("targets", (b, t), dtype="int")
+        h = at.nn.LearnedPositionalEmbedding(t, d, name="pos")(at.nn.Embedding(cfg["vocab"], d, name="embed")(tokens))
+        for i in range(cfg["blocks"]):
+            h = at.nn.TransformerBlock(d, cfg["heads"], causal=True, name=f"block{i}")(h)
+        logits = at.nn.Linear(d, cfg["vocab"], name="head")(at.nn.LayerNorm(d, name="ln_f")(h))
+        loss = at.nn.cross_entropy(logits, targets)
+    return tokens, targets, loss, g
+
+
+def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int) -> dict:
+    tokens, targets, loss, g = build(cfg)
+    t0 = time.perf_counter()
+    tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=3e-4), backend="wgpu", seed=0)
+    compile_s = time.perf_counter() - t0
+    tokens2, targets2, loss2, _ = build(cfg)          # the same shapes again: what is reused
+    t0 = time.perf_counter()
+    at.Trainer(loss2, optimizer=at.optim.AdamW(lr=3e-4), backend="wgpu", seed=0)
+    second_s = time.perf_counter() - t0
+    losses = []
+    for i in range(warmup):
+        x, y = batches[i % len(batches)]
+        losses.append(tr.train_step({tokens: x, targets: y}))
+    t0 = time.perf_counter()
+    for i in range(steps):
+        x, y = batches[i % len(batches)]
+        losses.append(tr.train_step({tokens: x, targets: y}))
+    step_ms = (time.perf_counter() - t0) / steps * 1e3
+    last = getattr(tr.plan, "stats", {})           # the last run's counts
+    stats = {"dispatches": len(getattr(tr.plan, "dispatches", [])), "submits": last.get("submits", 0),
+             "syncs": last.get("host_syncs", 0), "uploads": last.get("uploads", 0)}
+    return {"ms": step_ms, "compile_s": compile_s, "second_s": second_s, "nodes": len(g.nodes),
+            "losses": losses[:3], "stats": stats, "device": at.describe().get("wgpu", {}).get("adapter", "?")}
+
+
+def torch_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int) -> dict:
+    import torch
+    from torch import nn
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    dev = "cuda"
+    t, d = cfg["seq"], cfg["d_model"]
+
+    class LM(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(cfg["vocab"], d)
+            self.pos = nn.Parameter(torch.randn(t, d) * 0.02)
+            self.blocks = nn.ModuleList([
+                nn.TransformerEncoderLayer(d, cfg["heads"], 4 * d, dropout=0.0, activation="gelu",
+                                           batch_first=True, norm_first=True) for _ in range(cfg["blocks"])])
+            self.ln_f = nn.LayerNorm(d)
+            self.head = nn.Linear(d, cfg["vocab"])
+
+        def forward(self, x: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor":
+            h = self.embed(x) + self.pos
+            for blk in self.blocks:
+                h = blk(h, src_mask=mask, is_causal=True)
+            return self.head(self.ln_f(h))
+
+    torch.manual_seed(0)
+    model = LM().to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.01)
+    mask = nn.Transformer.generate_square_subsequent_mask(t, device=dev)
+    data = [(torch.tensor(x, device=dev), torch.tensor(y, device=dev)) for x, y in batches]
+
+    def step(i: int) -> float:
+        x, y = data[i % len(data)]
+        opt.zero_grad(set_to_none=True)
+        logits = model(x, mask)
+        loss = nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.item()                              # a host sync every step, as Trainer.train_step
+
+    losses = [step(i) for i in range(warmup)]
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        losses.append(step(i))
+    return {"ms": (time.perf_counter() - t0) / steps * 1e3, "losses": losses[:3],
+            "device": torch.cuda.get_device_name()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="base,wide", help="comma-separated: " + ", ".join(SIZES))
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--no-torch", action="store_true", help="asgteach only (no CUDA peer)")
+    args = ap.parse_args()
+    rows = []
+    for name in args.sizes.split(","):
+        cfg = SIZES[name]
+        rng = np.random.default_rng(0)
+        batches = [(rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"])),
+                    rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"]))) for _ in range(4)]
+        ours = asgteach_run(cfg, batches, args.steps, args.warmup)
+        peer = None if args.no_torch else torch_run(cfg, batches, args.steps, args.warmup)
+        s = ours["stats"]
+        print(f"[{name}] {cfg}")
+        print(f"  asgteach wgpu ({ours['device']}): {ours['ms']:.2f} ms/step; graph {ours['nodes']} nodes; "
+              f"compile {ours['compile_s']:.2f} s, second Trainer {ours['second_s']:.2f} s; per step: "
+              + ", ".join(f"{k} {v:g}" for k, v in sorted(s.items()) ))
+        print(f"  first losses asgteach {np.round(ours['losses'], 4).tolist()}")
+        if peer:
+            print(f"  PyTorch eager ({peer['device']}): {peer['ms']:.2f} ms/step; first losses "
+                  f"{np.round(peer['losses'], 4).tolist()}")
+            print(f"  ratio asgteach / PyTorch = {ours['ms'] / peer['ms']:.2f}x")
+        rows.append((name, ours, peer))
+    print("\n| size | asgteach wgpu ms/step | PyTorch eager ms/step | ratio | compile s | second Trainer s |")
+    print("|---|---|---|---|---|---|")
+    for name, ours, peer in rows:
+        pm = f"{peer['ms']:.2f}" if peer else "-"
+        ratio = f"{ours['ms'] / peer['ms']:.2f}x" if peer else "-"
+        print(f"| {name} | {ours['ms']:.2f} | {pm} | {ratio} | {ours['compile_s']:.2f} | {ours['second_s']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
