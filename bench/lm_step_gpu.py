@@ -2,6 +2,7 @@
 
     python bench/lm_step_gpu.py                      # both sizes of issue 17
     python bench/lm_step_gpu.py --sizes base --steps 30
+    python bench/lm_step_gpu.py --sizes base --profile   # where the GPU time goes, per op
 
 asgteach builds the model as a student would: ``nn.Embedding`` + ``nn.LearnedPositionalEmbedding``
 + ``nn.TransformerBlock`` x blocks + ``nn.LayerNorm`` + ``nn.Linear`` + ``nn.cross_entropy``, and
@@ -49,7 +50,8 @@ def build(cfg: dict) -> tuple[at.Tensor, at.Tensor, at.Tensor, at.Graph]:
     return tokens, targets, loss, g
 
 
-def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int) -> dict:
+def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int,
+                 profile: bool = False) -> dict:
     tokens, targets, loss, g = build(cfg)
     t0 = time.perf_counter()
     tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=3e-4), backend="wgpu", seed=0)
@@ -67,6 +69,10 @@ def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps:
         x, y = batches[i % len(batches)]
         losses.append(tr.train_step({tokens: x, targets: y}))
     step_ms = (time.perf_counter() - t0) / steps * 1e3
+    if profile:   # GPU time per dispatch, summed per op (train_step_gpu's profiler)
+        from train_step_gpu import profile as profile_plan  # bench/ is on sys.path when a script runs
+
+        profile_plan(tr.plan)
     last = getattr(tr.plan, "stats", {})           # the last run's counts
     stats = {"dispatches": len(getattr(tr.plan, "dispatches", [])), "submits": last.get("submits", 0),
              "syncs": last.get("host_syncs", 0), "uploads": last.get("uploads", 0)}
@@ -131,6 +137,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true", help="asgteach only (no CUDA peer)")
+    ap.add_argument("--profile", action="store_true", help="time every dispatch alone and list the slowest")
     args = ap.parse_args()
     rows = []
     for name in args.sizes.split(","):
@@ -138,7 +145,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         batches = [(rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"])),
                     rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"]))) for _ in range(4)]
-        ours = asgteach_run(cfg, batches, args.steps, args.warmup)
+        ours = asgteach_run(cfg, batches, args.steps, args.warmup, args.profile)
         peer = None if args.no_torch else torch_run(cfg, batches, args.steps, args.warmup)
         s = ours["stats"]
         print(f"[{name}] {cfg}")
