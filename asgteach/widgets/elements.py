@@ -112,11 +112,13 @@ def label_of(node: Node, graph: Graph | None = None) -> str:
         head = node.name
     else:
         head = node.op if node.name in ("", node.op) else f"{node.op} {node.name}"
-    of = node.meta.get("grad_of")
-    if of is not None and graph is not None and 0 <= of < len(graph.nodes):
-        head = f"{head} = ∂L/∂{graph.nodes[of].name}"
     if len(head) > 40:
         head = head[:37] + "..."
+    of = node.meta.get("grad_of")
+    if of is not None and graph is not None and 0 <= of < len(graph.nodes):
+        # a line of its own: a narrow node, and the result reads first
+        name = graph.nodes[of].name
+        head = f"{head}\n∂L/∂{name if len(name) <= 36 else name[:33] + '...'}"
     return f"{head}\n{shape_text(node.shape)}"
 
 

@@ -33,7 +33,7 @@ FONT_PX = 12.0
 #: Width of one monospace character and height of one line, in font sizes.
 CHAR_EM, LINE_EM = 0.62, 1.25
 #: Padding inside a node (the stylesheet's ``padding``), gaps between nodes, rows, columns.
-PAD, GAP_X, GAP_Y, COLUMN_GAP = 6.0, 18.0, 22.0, 70.0
+PAD, GAP_X, GAP_Y, COLUMN_GAP = 6.0, 14.0, 18.0, 48.0
 
 
 @dataclass
@@ -112,22 +112,30 @@ def levels(nodes: Iterable[str], edges: Iterable[tuple[str, str]], phase: dict[s
 
 
 def _place_row(row: list[str], want: dict[str, float], width: dict[str, float]) -> dict[str, float]:
-    """Centres for one row: each node as near its wanted x as the nodes left of it allow."""
-    out: dict[str, float] = {}
-    right = float("-inf")
-    for n in sorted(row, key=lambda n: want[n]):
-        x = max(want[n], right + GAP_X + width[n] / 2)
-        out[n] = x
-        right = x + width[n] / 2
-    # pushing only rightwards drifts: centre the row on what it wanted
-    shift = sum(want[n] for n in row) / len(row) - sum(out.values()) / len(row)
-    return {n: x + shift for n, x in out.items()}
+    """Centres for one row: each node as near its wanted x as its neighbours in the row allow.
+
+    Overlaps are resolved pushing right, then pushing left, and the two are averaged (then
+    pushed right once more): crowded rows spread evenly about where they want to be.
+    """
+    order = sorted(row, key=lambda n: want[n])
+    sep = [(width[a] + width[b]) / 2 + GAP_X for a, b in zip(order, order[1:])]
+    right = [want[order[0]]]
+    for k, n in enumerate(order[1:]):
+        right.append(max(want[n], right[-1] + sep[k]))
+    left = [want[order[-1]]]
+    for k in range(len(order) - 2, -1, -1):
+        left.insert(0, min(want[order[k]], left[0] - sep[k]))
+    xs = [(a + b) / 2 for a, b in zip(right, left)]
+    for k in range(1, len(xs)):
+        xs[k] = max(xs[k], xs[k - 1] + sep[k - 1])
+    return dict(zip(order, xs))
 
 
 def _column(rows: dict[int, list[str]], width: dict[str, float], nbrs_up: dict[str, list[str]],
             nbrs_down: dict[str, list[str]], order: list[int], x: dict[str, float],
             anchor: dict[str, float] | None = None) -> None:
     """Barycentre sweeps over one column (down, up, down), writing centres into ``x``."""
+    leaves = {n for row in rows.values() for n in row if not nbrs_up[n]}
     for sweep in range(3):
         seq = order if sweep % 2 == 0 else order[::-1]
         nbrs = nbrs_up if sweep % 2 == 0 else nbrs_down
@@ -138,9 +146,19 @@ def _column(rows: dict[int, list[str]], width: dict[str, float], nbrs_up: dict[s
                 if anchor and n in anchor:
                     want[n] = anchor[n]
                     continue
-                near = [x[m] for m in nbrs[n] if m in x]
+                # a leaf beside a node should not pull that node sideways (the spine stays straight)
+                near = [x[m] for m in nbrs[n] if m in x and m not in leaves] or [x[m] for m in nbrs[n] if m in x]
                 want[n] = sum(near) / len(near) if near else x.get(n, i * (width[n] + GAP_X))
             x.update(_place_row(row, want, width))
+    # the spine may have moved since the leaves were placed: put each leaf back beside its first use
+    for lv in order:
+        row = rows[lv]
+        want = {}
+        for n in row:
+            use = [x[m] for m in nbrs_down[n] if m in x]
+            want[n] = anchor[n] if anchor and n in anchor else (
+                sum(use) / len(use) if n in leaves and use else x[n])
+        x.update(_place_row(row, want, width))
 
 
 def mirror_layout(elements: list[dict[str, Any]], font: float = FONT_PX) -> Layout:

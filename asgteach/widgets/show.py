@@ -56,6 +56,8 @@ def show(
     collapse: bool | None = None,
     static: bool = False,
     display: bool = True,
+    present: bool = False,
+    details: bool | None = None,
 ) -> Any:
     """Show ``x`` (a Tensor, a list of Tensors or a Graph) as a clickable graph.
 
@@ -71,6 +73,10 @@ def show(
         collapse: start with every layer collapsed (default: when > 150 nodes are drawn).
         static: draw HTML/SVG instead of a widget (also used when widgets are missing).
         display: display the view now (in IPython) as well as returning it.
+        present: presentation mode, for a projector: 1.6x fonts, thicker edges, high
+            contrast, a large legend (also a toolbar toggle).
+        details: draw every node (True), or fold glue (reshape, transpose, scalar constants,
+            the seed ...) into edge labels (False). Default: folded up to 150 drawn nodes.
 
     Returns:
         The :class:`~asgteach.widgets.view.GraphView` (``.widget`` is the ipywidgets box),
@@ -91,7 +97,8 @@ def show(
         return HTML(page)
     from .view import GraphView
 
-    view = GraphView(x, values=values, feeds=feeds, trainer=trainer, lang=lang, mode=mode, collapse=collapse)
+    view = GraphView(x, values=values, feeds=feeds, trainer=trainer, lang=lang, mode=mode, collapse=collapse,
+                     present=present, details=details)
     if display:
         try:
             from IPython import get_ipython

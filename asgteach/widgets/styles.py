@@ -115,6 +115,7 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
             "background-opacity": 0.06, "background-color": "#4a6fa5", "border-color": "#4a6fa5",
             "border-style": "solid", "border-width": border, "text-valign": "top", "text-halign": "center",
             "label": "data(label)", "font-size": fs, "color": "#23406b" if present else "#4a6fa5", "padding": "10px",
+            "z-compound-depth": "bottom",   # a layer's box lies under the edges crossing it (they stay clickable)
         }},
         {"selector": "edge", "style": {
             "width": ew, "line-color": line, "target-arrow-color": line, "target-arrow-shape": "triangle",
@@ -128,10 +129,14 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
         {"selector": "edge[label]", "style": {
             "label": "data(label)", "font-size": round(11 * k, 1), "color": "#7a3d00" if present else "#b35900",
             "text-background-color": "#ffffff", "text-background-opacity": 0.9, "text-background-padding": "2px",
-            "font-family": "monospace", "text-rotation": "none",
+            "font-family": "monospace", "text-rotation": "none", "text-events": "yes",  # the label is clickable
         }},
         {"selector": "edge.broadcast", "style": {"line-color": "#e6a23c", "target-arrow-color": "#e6a23c"}},
         {"selector": "edge.folded", "style": {"opacity": 0.8 if not present else 0.9}},
+        # a long edge from the forward column: its label next to the gradient that reads it, not
+        # halfway, where it would hide under the forward nodes
+        {"selector": "edge.folded.reads", "style": {"label": "", "target-label": "data(label)",
+                                                    "target-text-offset": round(70 * k)}},
         {"selector": "node.selected", "style": {"border-width": 4 * k, "border-color": "#f1c40f",
                                                 "border-style": "solid"}},
         {"selector": "edge.incident", "style": {"line-color": "#f39c12", "target-arrow-color": "#f39c12",

@@ -49,7 +49,7 @@ COLLAPSE_AT = COLLAPSE_DEFAULT
 #: The smallest label a reader gets (CSS px = zoom x font size): the zoom never goes below it.
 LEGIBLE_PX, PRESENT_PX = 11.0, 18.0
 #: The canvas grows with the graph between these heights (px); beyond, the reader pans.
-MIN_HEIGHT, MAX_HEIGHT = 240, 900
+MIN_HEIGHT, MAX_HEIGHT = 240, 960
 #: Space around the drawing inside the canvas (px), as the layout's fit leaves it.
 FIT_PADDING = 16
 #: "Expand all" over this many nodes asks first: ipycytoscape builds one widget per element.
@@ -58,9 +58,12 @@ EXPAND_WARN_AT = 500
 SECONDS_PER_ELEMENT = 0.012
 
 
-def canvas_height(layout_height: float, zoom: float = 1.0) -> int:
-    """The canvas height (px) showing a drawing ``layout_height`` tall at ``zoom``, within the limits."""
-    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, layout_height * zoom + 2 * FIT_PADDING + 8)))
+def canvas_height(layout_height: float, zoom: float = 1.0, boxes: int = 0) -> int:
+    """The canvas height (px) showing a drawing ``layout_height`` tall at ``zoom``, within the limits.
+
+    ``boxes``: how deep layer boxes nest (each adds its label and padding above and below).
+    """
+    return int(min(MAX_HEIGHT, max(MIN_HEIGHT, (layout_height + 34 * boxes) * zoom + 2 * FIT_PADDING + 8)))
 
 
 def expand_estimate_s(n_nodes: int, n_edges: int) -> float:
@@ -277,7 +280,9 @@ class GraphView:
         """Height from the drawing (labels at full size when it fits), width: what the row gives."""
         lay = self.layout
         if self._fixed_height is None:
-            self._height = f"{canvas_height(lay.height)}px"
+            depth = max((str(e["data"]["group"]).count(".") + 1 for e in self._elements
+                         if e["data"].get("kind") == "compound"), default=0)
+            self._height = f"{canvas_height(lay.height, 1.0, depth)}px"
             self.cyto.layout.height = self._height   # a new height makes the frontend resize and fit
         self.graph_box.layout.flex = f"1 1 {int(max(420, lay.width + 2 * FIT_PADDING + 4))}px"
         self.inspector.layout.max_height = f"{max(420, int(self._height.rstrip('px') or 420))}px" \

@@ -62,3 +62,51 @@ print("NODES", len(g.nodes))
 loss
 """,
 ]
+
+#: Issue 13's graphs, seen at 1400 x 1000: (0) a two-layer MLP loss with ``at.grad`` of its two
+#: weights in the default "both" view; (1) a 20-node graph shown with ``present=True``; (2) a
+#: ~60-node graph drawn with every detail; (3) the first graph again with details on.
+LEGIBLE = [
+    """
+import json
+import numpy as np
+import asgteach as at
+
+with at.Graph("mlp2") as g:
+    x = at.input("x", (4, 2))
+    t = at.input("t", (4, 1))
+    net = at.nn.MLP([2, 8, 1], activation="tanh", name="mlp")
+    pred = at.sigmoid(net(x))
+    loss = at.nn.mse_loss(pred, t)
+    weights = [p for p in net.parameters() if p.name.endswith("weight")]
+    at.grad(loss, weights)
+
+with at.Graph("small") as g2:
+    a = at.input("a", (4, 3))
+    target = at.input("target", (4, 2))
+    w = at.parameter("w", (3, 2))
+    b = at.parameter("b", (2,), init="zeros")
+    y = at.mean((at.sigmoid(a @ w + b) - target) ** 2)
+    at.grad(y, [w, b])
+
+with at.Graph("bigger") as g3:
+    x3 = at.input("x", (4, 3))
+    t3 = at.input("t", (4, 1))
+    net3 = at.nn.MLP([3, 6, 6, 1], activation="tanh", name="net")
+    loss3 = at.nn.mse_loss(net3(x3), t3)
+    at.grad(loss3, net3.parameters())
+from asgteach.widgets.elements import build_elements, scope_of
+count = lambda z, d: sum(e["group"] == "nodes" for e in build_elements(scope_of(z), "both", None, details=d))
+print("COUNTS=" + json.dumps({"mlp2": [count(loss, False), count(loss, True)], "small": count(y, False),
+                             "bigger": count(loss3, True)}))
+""",
+    """
+at.show(loss, display=False)
+""",
+    """
+at.show(y, present=True, display=False)
+""",
+    """
+at.show(loss3, details=True, display=False)
+""",
+]
