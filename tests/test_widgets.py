@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
+from asgteach.ops import OpSpec, apply
 from asgteach.ops.registry import CATEGORIES, REGISTRY
 from asgteach.widgets import elements as E
 from asgteach.widgets.inspector import InspectorData, group_html, node_html
@@ -277,3 +278,210 @@ def test_values_from_a_trainer():
     w = g.find("mlp.0.weight").id
     np.testing.assert_allclose(view.data.values[w], tr.params["mlp.0.weight"])
     assert w in view.data.grads and view.data.grads[w] in view.data.values  # the trainer's grad pass is shown
+
+
+# --- issue 13: a graph view a class can read ---------------------------------------------------------
+from asgteach.ops.registry import registered  # noqa: E402
+from asgteach.widgets.layout import mirror_layout, node_size  # noqa: E402
+from asgteach.widgets.styles import CATEGORY_SHAPES  # noqa: E402
+
+# Machado, Oliveira & Fernandes (2009), severity 1.0, applied to linear RGB
+PROTANOPIA = np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                       [-0.003882, -0.048116, 1.051998]])
+DEUTERANOPIA = np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                         [-0.011820, 0.042940, 0.968881]])
+
+
+def _lab(hex_colours: list[str], matrix: np.ndarray | None) -> np.ndarray:
+    """CIE L*a*b* of sRGB colours as seen through ``matrix`` (a colour-vision-deficiency simulation)."""
+    rgb = np.array([[int(h[i:i + 2], 16) / 255 for i in (1, 3, 5)] for h in hex_colours])
+    lin = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    if matrix is not None:
+        lin = np.clip(lin @ matrix.T, 0, 1)
+    xyz = lin @ np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]).T
+    xyz /= np.array([0.95047, 1.0, 1.08883])
+    f = np.where(xyz > 0.008856, np.cbrt(xyz), 7.787 * xyz + 16 / 116)
+    return np.stack([116 * f[:, 1] - 16, 500 * (f[:, 0] - f[:, 1]), 200 * (f[:, 1] - f[:, 2])], axis=1)
+
+
+@pytest.mark.parametrize("vision", ["normal", "deuteranopia", "protanopia"])
+def test_category_colours_stay_apart_under_colour_blindness(vision):
+    matrix = {"normal": None, "deuteranopia": DEUTERANOPIA, "protanopia": PROTANOPIA}[vision]
+    cats = list(CATEGORY_COLOURS)
+    lab = _lab([CATEGORY_COLOURS[c] for c in cats], matrix)
+    d = np.linalg.norm(lab[:, None] - lab[None], axis=-1)
+    np.fill_diagonal(d, np.inf)
+    i, j = np.unravel_index(np.argmin(d), d.shape)
+    assert d[i, j] >= 12, f"{vision}: {cats[i]} and {cats[j]} are only ΔE {d[i, j]:.1f} apart"
+    assert (lab[:, 0] >= 55).all(), "fills must stay light enough for black label text"
+
+
+def test_every_category_has_its_own_shape_or_border():
+    assert set(CATEGORY_SHAPES) == set(CATEGORIES)
+    assert len(set(CATEGORY_SHAPES.values())) == len(CATEGORIES), "two categories look alike without colour"
+    rules = {r["selector"]: r["style"] for r in cytoscape_style()}
+    for cat, (shape, border, _) in CATEGORY_SHAPES.items():
+        assert rules[f"node.cat-{cat}"]["shape"] == shape and rules[f"node.cat-{cat}"]["border-style"] == border
+
+
+def test_presentation_style_is_bigger_and_bolder():
+    base = {r["selector"]: r["style"] for r in cytoscape_style()}
+    big = {r["selector"]: r["style"] for r in cytoscape_style(present=True)}
+    assert big["node"]["font-size"] == pytest.approx(1.6 * base["node"]["font-size"])
+    assert big["edge"]["width"] > base["edge"]["width"]
+    assert big["node"]["color"] == "#000000"
+    assert "font-size:19px" in legend_html(["input"], present=True)
+
+
+def test_every_node_element_has_a_phase_and_gradients_name_their_node():
+    g, x, h, loss, params, _ = _mlp()
+    scope = E.scope_of(loss)
+    for expanded in (None, set()):
+        els = E.build_elements(scope, "both", expanded)
+        assert all(e["data"].get("phase") in ("forward", "backward") for e in els if e["group"] == "nodes")
+    els = E.build_elements(scope, "both", None)
+    mirrored = {e["data"]["nid"]: e["data"]["mirror"] for e in els if e["data"].get("mirror")}
+    grads = {int(k): v for k, v in g.passes[-1]["grads"].items()}
+    for p in params:  # every parameter's gradient mirrors that parameter
+        assert mirrored[grads[p.node_id]] == f"n{p.node_id}"
+    for gid, f in mirrored.items():
+        assert g.nodes[gid].phase == "backward" and g.nodes[int(f[1:])].phase == "forward"
+    closed = E.build_elements(scope, "both", set())
+    assert {e["data"]["id"]: e["data"].get("mirror") for e in closed if e["data"].get("kind") == "group"}[
+        "g:∇ mlp"] == "g:mlp"
+
+
+def test_glue_comes_from_the_registry_and_folds_into_edges():
+    g, x, h, loss, params, _ = _mlp()
+    scope = E.scope_of(loss)
+    full = E.build_elements(scope, "both", None, details=True)
+    lean = E.build_elements(scope, "both", None, details=False)
+    nodes = lambda els: {e["data"]["nid"] for e in els if e["data"].get("kind") == "node"}  # noqa: E731
+    hidden = nodes(full) - nodes(lean)
+    assert hidden and hidden == E.glue_ids(scope, nodes(full))
+    for i in hidden:
+        n = g.nodes[i]
+        spec = REGISTRY[n.op]
+        assert spec.glue or (spec.category == "constant" and n.size == 1) or "seed_of" in n.meta
+    assert {g.nodes[i].op for i in hidden} & {s for s, spec in REGISTRY.items() if spec.glue}
+    folded = [e for e in lean if e["group"] == "edges" and e["data"].get("folded")]
+    assert folded and all(set(e["data"]["folded"]) <= hidden for e in folded)
+    assert all(g.nodes[e["data"]["folded"][0]].op in e["data"]["label"] for e in folded)
+    # final gradients and what the user asked for are never folded, whatever their op
+    assert not hidden & ({loss.node_id} | {n.id for n in g.nodes if "grad_of" in n.meta})
+
+
+def test_a_registered_glue_op_folds_too():
+    ident = dict(name="copy_through", category="shape", arity=1, glue=True, infer=lambda s, **_: s,
+                 numpy=lambda x: x.copy(), vjp=lambda c, g: (g,), wgsl_expr="x")
+    with registered(OpSpec(**ident)):
+        with at.Graph():
+            x = at.input("x", (3,))
+            y = at.sum(at.exp(apply("copy_through", x)))
+        lean = E.build_elements(E.scope_of(y), "forward", None, details=False)
+    ops = [e["data"]["op"] for e in lean if e["data"].get("kind") == "node"]
+    assert "copy_through" not in ops and ops == ["input", "exp", "sum"]
+    (edge,) = [e for e in lean if e["data"].get("folded")]
+    assert edge["data"]["label"].startswith("copy_through")
+
+
+def test_mirror_layout_forward_left_backward_right_gradients_level_with_their_nodes():
+    g, x, h, loss, params, _ = _mlp()
+    for details in (True, False):
+        els = E.build_elements(E.scope_of(loss), "both", None, details=details)
+        lay = mirror_layout(els)
+        data = {e["data"]["id"]: e["data"] for e in els if e["group"] == "nodes" and e["data"]["kind"] != "compound"}
+        fwd = [i for i, d in data.items() if d["phase"] == "forward"]
+        bwd = [i for i, d in data.items() if d["phase"] == "backward"]
+        right = max(lay.positions[i][0] + lay.sizes[i][0] / 2 for i in fwd)
+        left = min(lay.positions[i][0] - lay.sizes[i][0] / 2 for i in bwd)
+        assert left > right, "every backward node sits right of every forward node"
+        for i, d in data.items():
+            if d.get("mirror"):
+                assert lay.positions[i][1] == lay.positions[d["mirror"]][1], f"{i} is not level with {d['mirror']}"
+        for e in els:  # forward edges go down, backward edges go up
+            if e["group"] != "edges" or e["data"]["source"] not in data or e["data"]["target"] not in data:
+                continue
+            a, b = e["data"]["source"], e["data"]["target"]
+            if data[a]["phase"] == data[b]["phase"] == "forward":
+                assert lay.level[b] > lay.level[a]
+            elif data[a]["phase"] == data[b]["phase"] == "backward":
+                assert lay.level[b] < lay.level[a]
+        # no two nodes of a row overlap
+        for lv in set(lay.level.values()):
+            row = sorted((lay.positions[i][0] - lay.sizes[i][0] / 2, lay.positions[i][0] + lay.sizes[i][0] / 2)
+                         for i in lay.level if lay.level[i] == lv)
+            assert all(b[0] >= a[1] for a, b in zip(row, row[1:]))
+
+
+def test_layout_of_a_lesson_graph_fits_a_laptop_cell_at_full_size():
+    # a two-layer MLP loss with the gradients of its two weights (issue 13's measured graph)
+    with at.Graph():
+        x, t = at.input("x", (4, 2)), at.input("t", (4, 1))
+        net = at.nn.MLP([2, 8, 1], activation="tanh", name="mlp")
+        loss = at.nn.mse_loss(at.sigmoid(net(x)), t)
+        at.grad(loss, [p for p in net.parameters() if p.name.endswith("weight")])
+    lay = mirror_layout(E.build_elements(E.scope_of(loss), "both", None, details=False))
+    assert lay.width <= 900 and lay.height <= 900, (lay.width, lay.height)
+    w, h = node_size("matmul\n(4, 8)")
+    assert 50 < w < 80 and 30 < h < 50
+
+
+def test_view_sizes_its_canvas_and_keeps_labels_legible():
+    pytest.importorskip("ipycytoscape")
+    from asgteach.widgets.view import LEGIBLE_PX, MAX_HEIGHT, PRESENT_PX, GraphView, canvas_height
+
+    g, x, h, loss, params, feeds = _mlp()
+    v = GraphView(loss)
+    assert v.details is False and v.cyto.cytoscape_layout["name"] == "preset"
+    assert v.cyto.min_zoom * v.font_px == pytest.approx(LEGIBLE_PX)
+    nodes = [w for w in v._element_widgets.values() if w.data.get("kind") == "node"]
+    assert all(w.position for w in nodes), "every node is placed by the mirror layout"
+    assert v.cyto.layout.height == f"{canvas_height(v.layout.height, 1.0, 2)}px"
+    assert canvas_height(10_000) == MAX_HEIGHT
+    n_before = len(v._elements)
+    v.set_details(True)
+    assert len(v._elements) > n_before and v.details_button.value is True
+    v.set_present(True)
+    assert v.cyto.min_zoom * v.font_px == pytest.approx(PRESENT_PX)
+    v.step(1)
+    v.step(1)
+    lit = {k for k, w in v._element_widgets.items() if "step-mirror" in w.classes.split()}
+    cur = {k for k, w in v._element_widgets.items() if "step-current" in w.classes.split()}
+    assert len(lit) == 1 and len(cur) == 1
+    assert v.graph.nodes[int(next(iter(lit))[1:])].phase == "backward"
+
+
+def test_folded_edge_inspector_explains_the_hidden_op():
+    pytest.importorskip("ipycytoscape")
+    from asgteach.widgets.view import GraphView
+
+    g, x, h, loss, params, feeds = _mlp()
+    v = GraphView(loss)
+    edge = next(e for e in v._elements if e["data"].get("folded"))
+    v.click(edge["data"]["id"])
+    hidden = g.nodes[edge["data"]["folded"][0]]
+    assert "only move data" in v.inspector.value and f'data-node="{hidden.id}"' in v.inspector.value
+
+
+def test_expand_all_over_500_nodes_warns_with_count_and_estimate_first():
+    pytest.importorskip("ipycytoscape")
+    from asgteach.widgets.view import GraphView
+
+    with at.Graph() as g:
+        x = at.input("x", (2, 4, 8))
+        out = x
+        for k in range(3):
+            out = at.nn.TransformerBlock(8, 2, name=f"block{k}")(out)
+        loss = at.mean(out * out)
+        at.grad(loss, [at.Tensor(g, p.id) for p in g.parameters()])
+    v = GraphView(loss)
+    small = len(v._elements)
+    assert v.expanded == set() and small < 120
+    n, m, secs = v.expand_all_cost()
+    assert n > 500 and secs > 5
+    v.toggle_all()
+    assert len(v._elements) == small, "the first press only warns"
+    assert f"{n:,}" in v.status.value and f"{secs:.0f}" in v.status.value
+    v.toggle_all()
+    assert v.expanded is None and len(v._elements) > 500
