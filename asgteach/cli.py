@@ -5,6 +5,7 @@
     asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
     asgteach doctor   versions, Jupyter extensions, GPU adapters, and what to install for what is missing
     asgteach student  student versions of the lessons: solutions cut out, outputs cleared
+    asgteach course   the lessons as an nbgrader course directory (solution, autograded and read-only cells)
     asgteach link     the nbgitpuller link that pulls the lessons into each student's home on a JupyterHub
 
 Every subcommand is a small function that returns an exit code; ``main`` only parses arguments.
@@ -227,6 +228,30 @@ def cmd_student(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# asgteach course
+# ---------------------------------------------------------------------------------------------------------------
+
+def cmd_course(args: argparse.Namespace) -> int:
+    """Write the nbgrader course directory of the lessons into DIR (see asgteach.lessons.nbcourse)."""
+    from . import resources
+    from .lessons.nbcourse import write_course
+    from .lessons.student import SolutionMarkerError
+
+    lessons = args.lessons or resources.lessons_dir()
+    try:
+        written = write_course(args.dir, lessons)
+    except (SolutionMarkerError, FileNotFoundError, ValueError) as e:
+        print(f"asgteach course: {e}", file=sys.stderr)
+        return 1
+    for path, points in written:
+        print(f"  {path}  ({points} point{'s' if points != 1 else ''})")
+    print(f"wrote an nbgrader course of {len(written)} lessons ({sum(p for _, p in written)} points) to {args.dir}; "
+          f"next: cd {args.dir} && nbgrader generate_assignment '*' (nbgrader: pip install 'asgteach[course]'; "
+          "docs/teaching.md walks through the rest)")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # asgteach link
 # ---------------------------------------------------------------------------------------------------------------
 
@@ -322,6 +347,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     student.add_argument("src_dir", metavar="SRC_DIR", help="the folder of solution notebooks, e.g. lessons/")
     student.add_argument("out_dir", metavar="OUT_DIR", help="where to write the student notebooks")
+    course = sub.add_parser(
+        "course", help="write the lessons as an nbgrader course directory",
+        description="Write DIR/nbgrader_config.py (kept if it exists) and DIR/source/<lesson>/<lesson>.ipynb for "
+                    "every lesson, with nbgrader's cell metadata: each exercise's answer is a solution cell, its "
+                    "check an autograded test cell (1 point), every other code cell read-only. Then grade with "
+                    "nbgrader's own commands (pip install 'asgteach[course]'); docs/teaching.md walks through them.",
+    )
+    course.add_argument("dir", metavar="DIR", help="the course directory to write (created if missing)")
+    course.add_argument("--lessons", metavar="SRC_DIR", help="the lesson notebooks (default: the course's lessons)")
     link = sub.add_parser(
         "link", help="print the nbgitpuller link that brings the lessons into each student's home on a JupyterHub",
         description="Print the URL to hand out: it logs the student into the hub, starts their server, clones (the "
@@ -347,7 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     commands = {"check": cmd_check, "demo": cmd_demo, "doctor": cmd_doctor, "student": cmd_student,
-                "link": cmd_link}
+                "course": cmd_course, "link": cmd_link}
     return commands[args.command](args)
 
 

@@ -58,9 +58,10 @@ def gradcheck_figure(report: "GradcheckReport") -> Any:
     floor = np.finfo(np.float64).tiny
     ax.loglog(eps, np.maximum(err, floor), marker="o", ms=3)
     ax.axvline(report.eps, color="#999", ls="--", lw=1)
-    ax.set_xlabel("eps")
+    ax.set_xlabel("eps (large to small: the axis is inverted)")
     ax.set_ylabel("|numerical - analytical|")
-    ax.set_title("error vs eps: truncation (right) vs round-off (left)", fontsize=9)
+    # large eps sit on the left (inverted axis): there the truncation error, eps^2, dominates
+    ax.set_title("error vs eps: truncation (left) vs round-off (right)", fontsize=9)
     ax.invert_xaxis()
     return fig
 

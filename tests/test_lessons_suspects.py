@@ -54,8 +54,24 @@ def test_check_diagnosis_passes_on_the_truth_and_explains_a_wrong_verdict() -> N
     suspects.check_diagnosis(dict(suspects._TRUTH))
     wrong = dict(suspects._TRUTH)
     wrong[1], wrong[2] = wrong[2], wrong[1]
-    with pytest.raises(ExerciseError, match="suspect 1 is not 'correct'.*rows still sum to 1"):
+    with pytest.raises(ExerciseError, match="suspect 1 is not 'correct'.*matches the numpy reference"):
         suspects.check_diagnosis(wrong)
+
+
+@pytest.mark.parametrize("suspect", [1, 2, 3])
+def test_a_wrong_verdict_gets_a_hint_that_narrows_not_the_answer(suspect: int) -> None:
+    truth = suspects._TRUTH[suspect]
+    for verdict in suspects.VERDICTS:
+        if verdict == truth:
+            continue
+        guess = dict(suspects._TRUTH)
+        guess[suspect] = verdict
+        with pytest.raises(ExerciseError) as err:
+            suspects.check_diagnosis(guess)
+        text = str(err.value)
+        assert f"suspect {suspect} is not {verdict!r}" in text
+        # the message tests the verdict given; it never names the true one
+        assert repr(truth) not in text and f'"{truth}"' not in text
     with pytest.raises(ExerciseError, match="one of"):
         suspects.check_diagnosis({1: "scale", 2: "correct", 3: "correct"})
     with pytest.raises(ExerciseError, match="keys 1, 2 and 3"):

@@ -15,11 +15,15 @@ An exercise in a lesson is two cells (see :mod:`asgteach.lessons.exercises`)::
 * :mod:`~asgteach.lessons.checks` compares an answer with the truth and, when it is wrong,
   says what and where (the node, the element, expected vs got) in an :class:`ExerciseError`;
 * :mod:`~asgteach.lessons.bugs` plants wrong backward rules for the bug hunts;
+* :mod:`~asgteach.lessons.lesson_checks` holds the checks of single exercises whose answers must not
+  sit in the notebook (reference solutions, a bug hunt's truth), run on inputs the student never saw;
 * :mod:`~asgteach.lessons.suspects` holds lesson 9's attention suspects (bugs in the forward graph,
   which gradcheck cannot see);
 * :mod:`~asgteach.lessons.student` writes the student versions (``asgteach student SRC OUT``):
   each solution becomes ``raise NotImplementedError("exercise N")``, which ``exercise(N)``
-  reports as "exercise N: not done yet" so that the rest of the notebook still runs.
+  reports as "exercise N: not done yet" so that the rest of the notebook still runs;
+* :mod:`~asgteach.lessons.nbcourse` writes the same lessons as an nbgrader course
+  (``asgteach course DIR``), from the same markers.
 
 (The lesson notebooks themselves live in the repository's ``lessons/`` folder; an installed
 wheel puts them next to this package's modules.)
@@ -29,11 +33,12 @@ from __future__ import annotations
 
 from . import bugs
 from .checks import (
-    check_array, check_equal, check_function, check_node_values, check_true, check_vjp_rule, numerical_gradient,
+    check_array, check_equal, check_function, check_node_values, check_tensor, check_true, check_vjp_rule,
+    numerical_gradient, without,
 )
 from .exercises import ExerciseError, check, exercise, status
 
 __all__ = [
     "ExerciseError", "exercise", "check", "status", "bugs", "check_array", "check_equal", "check_function",
-    "check_node_values", "check_true", "check_vjp_rule", "numerical_gradient",
+    "check_node_values", "check_tensor", "check_true", "check_vjp_rule", "numerical_gradient", "without",
 ]

@@ -127,18 +127,25 @@ def reveal(lesson: int) -> str:
 
 
 def check_diagnosis(lesson: int, op: str | None, input_index: int | None) -> None:
-    """Check a bug-hunt answer: the op whose rule is wrong (None if none is) and the input it gets wrong."""
+    """Check a bug-hunt answer: the op whose rule is wrong (None if none is) and the input it gets wrong.
+
+    A wrong answer gets a hint that narrows the search (where to look, what to compare), never
+    the answer itself: the check must not be a way to read the truth off a first wrong guess.
+    """
     from .exercises import ExerciseError
 
     p = PLANTED[lesson]
     if p.op is None:
         if op is not None:
-            raise ExerciseError(f"you named the op {op!r}, but no single backward rule is wrong here: gradcheck's "
-                                f"report.culprits is empty. Set the op to None and look at how contributions combine")
+            raise ExerciseError(f"{op!r} is not the answer: gradcheck re-checked every node's own rule with its real "
+                                f"inputs, and report.culprits lists the ones it found wrong. Is a {op} node among "
+                                "them? If none is, what else combines gradients?")
         return
+    if op is None:
+        raise ExerciseError("a single backward rule IS to blame here: read report.culprits")
     if op != p.op:
         raise ExerciseError(f"the op whose backward rule is wrong is not {op!r}: read report.culprits (each names "
                             f"a node, its op and the input whose gradient is off)")
     if input_index != p.input_index:
-        raise ExerciseError(f"{op} is right, but the wrong gradient goes to input {p.input_index}, not "
-                            f"{input_index!r} (inputs count from 0: a / b has a = input 0, b = input 1)")
+        raise ExerciseError(f"{op} is right, but input {input_index!r} is not the one whose gradient is off "
+                            f"(inputs count from 0: in a - b or a / b, a is input 0 and b input 1)")

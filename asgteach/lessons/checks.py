@@ -13,7 +13,8 @@ in a backward rule.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .exercises import ExerciseError
 
 __all__ = [
     "check_array", "check_equal", "check_function", "check_node_values", "check_vjp_rule", "check_true",
-    "numerical_gradient",
+    "numerical_gradient", "check_tensor", "without",
 ]
 
 
@@ -94,6 +95,9 @@ def check_array(got: Any, expected: Any, name: str = "your answer", rtol: float 
     at = f"[{', '.join(str(int(i)) for i in k)}]" if arr.shape else ""
     msg = (f"{label} is wrong at {int(bad.sum())} of {arr.size} element(s). The worst: {name}{at} should be "
            f"{float(expected[k]):.6g}, got {float(arr[k]):.6g}.")
+    if (~np.isfinite(arr) & np.isfinite(expected)).any():
+        msg += (" It holds inf or nan where the expected value is finite: something overflowed (an exp of a large "
+                "number?) or took the log of 0. For exp and log-sum-exp: subtract the max first.")
     if arr.size > 1:
         msg += f"\n  expected: {_fmt(expected)}\n  got:      {_fmt(arr)}"
     raise ExerciseError(msg + _hint(arr, expected))
@@ -116,12 +120,22 @@ def check_true(condition: bool, message: str) -> None:
 
 
 def check_function(fn: Any, cases: Iterable[tuple[tuple, Any]], name: str | None = None, rtol: float = 1e-6,
-                   atol: float = 1e-9) -> None:
+                   atol: float = 1e-9, hint: str = "") -> None:
     """Call the student's ``fn(*args)`` on each case and compare with the expected result.
 
     ``cases`` is a list of ``(args, expected)``; ``expected`` is an array, a number, or a
-    tuple of arrays (for a function returning several). The message names the failing case.
+    tuple of arrays (for a function returning several). The message names the failing case;
+    ``hint`` is added to it (say, what a common mistake looks like).
     """
+    try:
+        _check_cases(fn, cases, name, rtol, atol)
+    except ExerciseError as e:
+        if hint:
+            raise ExerciseError(f"{e}\n  Hint: {hint}") from None
+        raise
+
+
+def _check_cases(fn: Any, cases: Iterable[tuple[tuple, Any]], name: str | None, rtol: float, atol: float) -> None:
     name = name or getattr(fn, "__name__", "your function")
     if not callable(fn):
         raise ExerciseError(f"{name} should be a function, got {type(fn).__name__}")
@@ -130,8 +144,8 @@ def check_function(fn: Any, cases: Iterable[tuple[tuple, Any]], name: str | None
         call = f"{name}({shown})"
         try:
             got = fn(*args)
-        except ExerciseError:
-            raise
+        except (ExerciseError, NotImplementedError):
+            raise  # NotImplementedError: the stub of an unfinished exercise; check(n) says "not done yet"
         except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
             raise ExerciseError(f"test case {k + 1}: {call} raised {type(e).__name__}: {e}") from e
         if isinstance(expected, tuple):
@@ -224,6 +238,8 @@ def check_vjp_rule(op: str, rule: Callable, cases: Sequence[Sequence[tuple[int, 
             with ops.patched(op, vjp=rule):
                 try:
                     grads = grad(y, ins)
+                except NotImplementedError:
+                    raise  # the stub of an unfinished exercise: check(n) says "not done yet"
                 except Exception as e:  # noqa: BLE001 - a rule that cannot even build is a finding
                     raise ExerciseError(f"case {k + 1} (input shapes {list(shapes)}): building the gradient with "
                                         f"your rule failed: {type(e).__name__}: {e}") from e
@@ -233,3 +249,71 @@ def check_vjp_rule(op: str, rule: Callable, cases: Sequence[Sequence[tuple[int, 
         for i, (t, gv) in enumerate(zip(ins, got)):
             check_array(gv, numerical_gradient(y, t, feeds), name=f"the gradient of input {i}",
                         where=f"case {k + 1}: {op} of shapes {list(shapes)}", rtol=1e-5, atol=1e-7)
+
+
+def check_tensor(t: Any, inputs: Sequence[Any], expected: Callable[..., Any], name: str = "your tensor",
+                 backward: bool = False, trials: int = 3, seed: int | None = None, rtol: float = 1e-6,
+                 atol: float = 1e-9) -> None:
+    """Run the student's Tensor ``t`` at FRESH values of ``inputs`` and compare with ``expected(*values)``.
+
+    A value the student computed once (or copied from a check) cannot pass: the check draws
+    new inputs (standard normal, ``trials`` times) that the student never saw. ``backward=True``
+    also demands that ``t`` was made by ``at.grad`` (its graph holds backward nodes it depends on),
+    not written out by hand with forward ops.
+    """
+    from ..backends import run
+    from ..tensor import Tensor
+
+    if not isinstance(t, Tensor):
+        raise ExerciseError(f"{name} should be a Tensor (a node of your graph), got {type(t).__name__}: keep the "
+                            "Tensor, the check runs it on inputs of its own")
+    if backward:
+        graph = t.graph
+        seen, todo = set(), [t.node_id]
+        while todo:
+            i = todo.pop()
+            if i not in seen:
+                seen.add(i)
+                todo.extend(graph.nodes[i].inputs)
+        if not any(graph.nodes[i].phase == "backward" for i in seen):
+            raise ExerciseError(f"{name} holds no backward node: build it with at.grad (the point of the exercise), "
+                                "not by writing the derivative out with forward ops")
+    rng = np.random.default_rng(seed)
+    for k in range(trials):
+        values = [rng.standard_normal(x.shape) for x in inputs]
+        try:
+            got = run(t, dict(zip(inputs, values)))
+        except Exception as e:  # noqa: BLE001 - a tensor that cannot run on other values is a finding
+            raise ExerciseError(f"{name} could not be run on fresh inputs ({type(e).__name__}: {e}): does it "
+                                "depend on the inputs the exercise names?") from e
+        check_array(got, expected(*values), name=name, where=f"at fresh input values, trial {k + 1}", rtol=rtol,
+                    atol=atol)
+
+
+@contextmanager
+def without(*op_names: str, attrs: Sequence[tuple[Any, str]] = (), why: str = "") -> Iterator[None]:
+    """Inside the block the library cannot do the exercise for the student.
+
+    Each op of ``op_names`` (its kernel and its shape rule) and each attribute ``(owner, name)``
+    of ``attrs`` raises ExerciseError naming what was called: a check computes its expected
+    values first, then calls the student's function inside ``without(...)``, so a function that
+    hands the work to ``at.log_softmax`` or ``at.optim.Adam`` fails with ``why``.
+    """
+    from ..ops import registry
+
+    def refuse(what: str) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            raise ExerciseError(f"your answer calls {what}, which the exercise asks you to write yourself"
+                                + (f": {why}" if why else ""))
+        return refused
+
+    with ExitStack() as stack:
+        for op in op_names:
+            stack.enter_context(registry.patched(op, numpy=refuse(f"the library's {op}"),
+                                                 infer=refuse(f"the library's {op}")))
+        for owner, attr in attrs:
+            original = getattr(owner, attr)
+            label = f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
+            setattr(owner, attr, refuse(label))
+            stack.callback(setattr, owner, attr, original)
+        yield

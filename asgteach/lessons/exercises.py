@@ -22,6 +22,14 @@ A lesson's exercise is two cells::
   ``exercise 1 passed`` for a right one.
 
 Any other error in the answer cell is the student's to see: it is not caught.
+
+An answer may also be a function whose *body* is the solution (the stub keeps its signature
+and docstring): the placeholder is then raised when the check calls it, and ``check(n)``
+reports that as "not done yet" too.
+
+Graded: ``asgteach course`` writes the check cells of an nbgrader course as
+``with check(n, graded=True):``. There "not done yet" is an :class:`ExerciseError` (an error in
+an autograded test cell scores 0), not a printed line.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["ExerciseError", "exercise", "check", "status", "NOT_DONE", "DONE", "FAILED"]
+__all__ = ["ExerciseError", "exercise", "check", "status", "is_placeholder", "NOT_DONE", "DONE", "FAILED"]
 
 NOT_DONE, DONE, FAILED = "not done", "done", "failed"
 
@@ -52,6 +60,11 @@ def _not_done_message(n: int, why: str = "") -> str:
             f"`raise NotImplementedError(\"exercise {n}\")`, run that cell, then this one")
 
 
+def is_placeholder(e: BaseException, n: int) -> bool:
+    """Is ``e`` the stub of exercise ``n`` (``asgteach student``'s, or nbgrader's message-less one)?"""
+    return type(e) is NotImplementedError and str(e) in (f"exercise {n}", "")
+
+
 @contextmanager
 def exercise(n: int) -> Iterator[None]:
     """Wrap the answer of exercise ``n``: a ``NotImplementedError("exercise n")`` means "not done yet"."""
@@ -59,7 +72,7 @@ def exercise(n: int) -> Iterator[None]:
     try:
         yield
     except NotImplementedError as e:
-        if str(e) not in (f"exercise {n}", ""):
+        if not is_placeholder(e, n):
             raise  # a NotImplementedError of something else is a real error, not the placeholder
         _STATUS[n] = NOT_DONE
         print(_not_done_message(n))
@@ -68,22 +81,29 @@ def exercise(n: int) -> Iterator[None]:
 
 
 @contextmanager
-def check(n: int) -> Iterator[None]:
+def check(n: int, graded: bool = False) -> Iterator[None]:
     """Wrap the check of exercise ``n``: report "not done yet", a clear failure, or "passed".
 
     A name the answer should have defined but did not becomes an ExerciseError that says
-    so; a wrong value is the check's own ExerciseError, raised as it is.
+    so; a wrong value is the check's own ExerciseError, raised as it is. With ``graded=True``
+    (an nbgrader test cell) "not done yet" is raised as an ExerciseError instead of printed.
     """
     state = _STATUS.get(n)
+
+    def not_done(why: str = "") -> None:
+        if graded:
+            raise ExerciseError(_not_done_message(n, why)) from None
+        print(_not_done_message(n, why))
+
     try:
         yield
     except Exception as e:  # noqa: BLE001 - sorted below: "not done yet", a named gap, or the check's verdict
-        if state == NOT_DONE:  # whatever the check tripped on, the answer is not there yet
-            print(_not_done_message(n))
+        if state == NOT_DONE or is_placeholder(e, n):  # the answer (or the function the check called) is a stub
+            not_done()
             return
         if isinstance(e, NameError):
             if state is None:
-                print(_not_done_message(n, " (its answer cell has not been run in this kernel)"))
+                not_done(" (its answer cell has not been run in this kernel)")
                 return
             if state == FAILED:
                 raise ExerciseError(f"exercise {n}: the answer cell stopped with an error before it defined "
@@ -94,6 +114,6 @@ def check(n: int) -> Iterator[None]:
             raise ExerciseError(f"exercise {n}: {e}") from None
         raise
     if state == NOT_DONE:  # the check found old values (from an earlier run): still not done
-        print(_not_done_message(n))
+        not_done()
         return
     print(f"exercise {n} passed")

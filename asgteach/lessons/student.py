@@ -14,6 +14,14 @@ blocks of the notebook in order (1, 2, ...). Outputs and execution counts are cl
 metadata is kept. A marker without its partner, or a block inside ``exercise(K)`` whose K
 is not its number N, is an error naming the notebook, the cell and the line.
 
+The marker lines may sit inside a function's body, after its ``def`` line and docstring: the
+student then gets the signature and the docstring, and the placeholder is raised when the check
+calls the function (``check(N)`` reports "not done yet" for it too).
+
+This one marking serves both ways of handing out the lessons: :func:`marking` says which cell
+is the answer of which exercise and which cell checks it, and both this module and
+:mod:`asgteach.lessons.nbcourse` (``asgteach course``: the nbgrader course) read it.
+
 Notebooks are read and written as plain JSON (nbformat 4), so the package needs no Jupyter
 library at run time.
 """
@@ -22,15 +30,18 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 __all__ = ["BEGIN", "END", "SolutionMarkerError", "student_source", "make_student_notebook",
-           "write_student_versions"]
+           "write_student_versions", "Marking", "marking", "cell_source", "CHECK_CALL"]
 
 BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 _EXERCISE_CALL = re.compile(r"\bexercise\((\d+)\)")
+#: a check cell's first statement: ``with check(N):`` (or ``with check(N, graded=True):``) at the start of a line
+CHECK_CALL = re.compile(r"^with check\((\d+)(?:, *graded=True)?\):", re.MULTILINE)
 
 
 class SolutionMarkerError(ValueError):
@@ -43,7 +54,10 @@ def _lines(source: str | list[str]) -> list[str]:
 
 
 def student_source(source: str | list[str], first: int, where: str) -> tuple[str, int]:
-    """Cut the solution blocks out of one cell's source; return (new source, blocks cut).
+    """Cut the solution blocks out of one cell's source; return (new source, exercises cut).
+
+    Blocks under one ``with exercise(N):`` (a function's body, then a line that uses it) are one
+    exercise: each becomes the placeholder of exercise N.
 
     ``first`` is the number of the first exercise in this cell; ``where`` names the cell in
     error messages ("lessons/03-x.ipynb, cell 41").
@@ -63,7 +77,8 @@ def student_source(source: str | list[str], first: int, where: str) -> tuple[str
                 raise SolutionMarkerError(f"{where}, line {k}: '{BEGIN}' again before the '{END}' of the block "
                                           f"opened on line {begin_line}")
             begin_line = k
-            n += 1
+            if not (declared is not None and declared == n and n >= first):  # a second block of one exercise keeps N
+                n += 1
             if declared is not None and declared != n:
                 raise SolutionMarkerError(f"{where}, line {k}: this is solution block {n} of the notebook, but it "
                                           f"sits in exercise({declared}); number the exercises 1, 2, ... in order")
@@ -73,7 +88,6 @@ def student_source(source: str | list[str], first: int, where: str) -> tuple[str
             if begin_line is None:
                 raise SolutionMarkerError(f"{where}, line {k}: '{END}' without a '{BEGIN}' before it")
             begin_line = None
-            declared = None
         elif BEGIN in line or END in line:
             raise SolutionMarkerError(f"{where}, line {k}: a solution marker must be alone on its line, "
                                       f"got {stripped!r}")
@@ -84,7 +98,70 @@ def student_source(source: str | list[str], first: int, where: str) -> tuple[str
     text = "".join(out)
     if not "".join(_lines(source)).endswith("\n") and text.endswith("\n"):
         text = text[:-1]  # the replacement line ended the cell: keep the cell's own (missing) final newline
-    return text, n - first + 1
+    return text, n - first + 1  # exercises, not blocks
+
+
+def cell_source(cell: dict[str, Any]) -> str:
+    """A cell's source as one string (nbformat stores a string or a list of lines)."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+@dataclass(frozen=True)
+class Marking:
+    """What the markers of one notebook say: the answer cell and the check cell of every exercise.
+
+    ``answers[n]`` and ``checks[n]`` are cell indices; exercises are numbered 1, 2, ... in order.
+    """
+
+    answers: dict[int, int]
+    checks: dict[int, int]
+
+    @property
+    def count(self) -> int:
+        return len(self.answers)
+
+
+def marking(nb: dict[str, Any], name: str = "notebook") -> Marking:
+    """Read the exercises of notebook ``nb``: which cell answers and which cell checks each one.
+
+    Raises :class:`SolutionMarkerError` (naming the notebook and the cell) when the markers do
+    not pair up, when a number is out of order, or when an exercise has no check cell (or two).
+    """
+    answers: dict[int, int] = {}
+    checks: dict[int, int] = {}
+    count = 0
+    for index, cell in enumerate(nb.get("cells", [])):
+        text = cell_source(cell)
+        where = f"{name}, cell {index}"
+        if cell.get("cell_type") != "code":
+            if BEGIN in text or END in text:
+                raise SolutionMarkerError(f"{where}: solution markers belong in code cells, "
+                                          f"not in a {cell.get('cell_type')} cell")
+            continue
+        _, cut = student_source(text, count + 1, where)
+        for n in range(count + 1, count + cut + 1):
+            answers[n] = index
+        count += cut
+        for m in CHECK_CALL.finditer(text):
+            n = int(m.group(1))
+            if n in checks:
+                raise SolutionMarkerError(f"{where}: a second check of exercise {n} (the first is cell {checks[n]})")
+            if cut:
+                raise SolutionMarkerError(f"{where}: the check of exercise {n} shares a cell with a solution; "
+                                          "give it a cell of its own (it is the graded cell)")
+            checks[n] = index
+    for n, index in answers.items():
+        if n not in checks:
+            raise SolutionMarkerError(f"{name}, cell {index}: exercise {n} has no check cell (`with check({n}):`)")
+        if checks[n] < index:
+            raise SolutionMarkerError(f"{name}, cell {checks[n]}: the check of exercise {n} comes before its answer "
+                                      f"(cell {index})")
+    for n, index in checks.items():
+        if n not in answers:
+            raise SolutionMarkerError(f"{name}, cell {index}: `with check({n}):` checks an exercise that has no "
+                                      "solution block")
+    return Marking(answers, checks)
 
 
 def make_student_notebook(nb: dict[str, Any], name: str = "notebook") -> tuple[dict[str, Any], int]:

@@ -75,15 +75,17 @@ def check_diagnosis(diagnosis: Any) -> None:
         got = diagnosis[k]
         if got not in VERDICTS:
             raise ExerciseError(f"the verdict for suspect {k} should be one of {VERDICTS}, got {got!r}")
-    hints = {
-        "correct": "it matches the numpy reference to round-off",
-        "no scale": "its weights sum to 1 and respect the mask, but are sharper than the reference's: compare "
-                    "its output with the reference computed WITHOUT the 1/sqrt(d)",
-        "mask after softmax": "its masked weights are 0, but do its rows still sum to 1? (the weights the "
-                              "masked keys had are thrown away instead of renormalised)",
+    # what the verdict the student GAVE predicts: a test that refutes it, never the true verdict
+    predicts = {
+        "correct": "a correct attention matches the numpy reference (with the scale and the mask) to round-off: "
+                   "does this one?",
+        "no scale": "a missing 1/sqrt(d) gives rows that sum to 1 and 0 on masked keys, and matches the reference "
+                    "computed WITHOUT the scale: does this one?",
+        "mask after softmax": "a mask applied after the softmax leaves 0 on masked keys but rows that no longer sum "
+                              "to 1: do this one's rows?",
     }
     for k in (1, 2, 3):
         if diagnosis[k] != _TRUTH[k]:
-            raise ExerciseError(f"suspect {k} is not {diagnosis[k]!r}. Look again: run it on the same q, k, v and "
-                                f"mask as the reference, check that each row of weights sums to 1 and that masked "
-                                f"keys get 0. Hint for this suspect: {hints[_TRUTH[k]]}")
+            raise ExerciseError(f"suspect {k} is not {diagnosis[k]!r}. Test the verdict you gave: "
+                                f"{predicts[diagnosis[k]]} (run it on the same q, k, v = identity and mask as the "
+                                "reference, and compare)")

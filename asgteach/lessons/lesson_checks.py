@@ -1,0 +1,397 @@
+"""The checks of single exercises, with their answers kept inside them.
+
+A check cell shows what it compares, which is good for a student reading a failure, but when
+the expected value is an expression there, copying that expression passes the check without
+the exercise's work. The checks here hold what a notebook must not: the reference solutions
+(lesson 13's memory planning, lesson 11's kernel arithmetic), the truth of a bug hunt, the
+exact derivative a "by hand" answer must reproduce. Each one runs the student's function or
+graph on inputs the student never saw (a fresh graph, fresh points, another plan), so a value
+copied from an earlier output fails too. The lessons import the check functions only (never
+the private ``_reference`` helpers), and this file gives the answers away: try the lesson first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .checks import check_array, check_equal, check_function, without
+from .exercises import ExerciseError
+
+__all__ = [
+    "chain_rule_by_hand", "lost_contribution", "div_culprit", "sub_diagnosis", "trained_accuracy",
+    "hessian_from_hvp", "jacobian_by_jvp", "broadcast_strides_check", "offset_check", "groups_check",
+    "max_pool_routing", "memory_check", "last_use_check", "fusible_check", "show_fusion",
+]
+
+
+def _fresh(seed: int | None = None) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _borrowed(fn: Any, *originals: Any) -> str | None:
+    """The notebook name under which ``fn``'s globals hold one of ``originals`` (the library's answer), if any."""
+    if fn in originals:
+        return getattr(fn, "__name__", "it")
+    for name, value in getattr(fn, "__globals__", {}).items():
+        if any(value is o for o in originals) and name in getattr(getattr(fn, "__code__", None), "co_names", ()):
+            return name
+    return None
+
+
+# --- lesson 3: the chain rule by hand ----------------------------------------------------------------
+
+def chain_rule_by_hand(fn: Callable[[float, float], tuple[float, float]], trials: int = 5) -> None:
+    """``fn(p, q) -> (dg/dp, dg/dq)`` for g = (p + q) tanh(p), exact to round-off at fresh points.
+
+    Finite differences agree to 6-10 digits only; the chain rule agrees to ~15, so the tight
+    tolerance tells the two apart (and the message says which it looks like).
+    """
+    rng = _fresh()
+    for k in range(trials):
+        p, q = (float(v) for v in rng.uniform(-2.0, 2.0, size=2))
+        t = np.tanh(p)
+        want = ((p + q) * (1 - t * t) + t, t)
+        try:
+            got = fn(p, q)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+            raise ExerciseError(f"chain_rule_grads({p:.4f}, {q:.4f}) raised {type(e).__name__}: {e}") from e
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise ExerciseError(f"chain_rule_grads(p, q) should return two numbers (dg_dp, dg_dq), got {got!r:.80}")
+        for name, g, w in zip(("dg/dp", "dg/dq"), got, want):
+            try:
+                check_array(g, w, name=name, where=f"at fresh point p={p:.4f}, q={q:.4f}", rtol=1e-12, atol=1e-13)
+            except ExerciseError as e:
+                close = np.isclose(float(np.asarray(g)), w, rtol=1e-4, atol=1e-6)
+                extra = ("\n  It agrees to a few digits only: that is what finite differences give. Apply the "
+                         "chain rule node by node (s = p + q, t = tanh(p), g = s * t): it is exact to "
+                         "round-off." if close else "")
+                raise ExerciseError(f"{e}{extra}") from None
+
+
+def lost_contribution(c_lost: Any, feeds: Mapping[Any, Any]) -> None:
+    """Lesson 3's bug hunt: ``c_lost``, what node c's gradient lost when only the last contribution survived."""
+    values = {getattr(k, "name", k): v for k, v in feeds.items()}
+    check_array(c_lost, float(np.asarray(values["b"])), name="c_lost", rtol=1e-6)
+
+
+# --- lessons 4 and 5: bug hunts on a graph the lesson did not print ----------------------------------
+
+def _report(lesson: int, loss: Any, inputs: Sequence[Any], feeds: Mapping[Any, Any]) -> Any:
+    from .. import gradcheck
+    from . import bugs
+
+    with bugs.mystery(lesson):
+        return gradcheck(loss, list(inputs), feeds)
+
+
+def div_culprit(culprit_id: Any, culprit_input: Any, loss: Any, inputs: Sequence[Any],
+                feeds: Mapping[Any, Any]) -> None:
+    """Lesson 4: the node of ``loss``'s graph whose rule the planted bug breaks, and its input; a miss narrows."""
+    graph = loss.graph
+    (truth,) = _report(4, loss, inputs, feeds).culprits
+    if not isinstance(culprit_id, (int, np.integer)) or not 0 <= int(culprit_id) < len(graph.nodes):
+        raise ExerciseError(f"culprit_id should be the id of a node of {graph.name!r} (0 to {len(graph.nodes) - 1}), "
+                            f"got {culprit_id!r}")
+    node = graph.nodes[int(culprit_id)]
+    if node.id != truth.node_id:
+        if node.op != truth.op:
+            hint = (f"node #{node.id} is a {node.op}: run at.gradcheck on this graph inside bugs.mystery(4) and "
+                    "read report.culprits")
+        else:
+            hint = (f"node #{node.id} is a {node.op} too, but its rule checks out here: what does the planted bug "
+                    "need that this node's inputs do not have? (compare their shapes with its output's)")
+        raise ExerciseError(f"culprit_id {node.id} is not the node whose rule is wrong. {hint}")
+    if culprit_input != truth.input_index:
+        raise ExerciseError(f"node #{node.id} is the culprit, but input {culprit_input!r} is not the one whose "
+                            "gradient is off: which of its inputs was broadcast?")
+
+
+def sub_diagnosis(wrong_gradients: Any, culprit_ids: Any, loss: Any, inputs: Sequence[Any],
+                  feeds: Mapping[Any, Any]) -> None:
+    """Lesson 5: which inputs get a wrong gradient under the planted bug, and which nodes' rules gradcheck blames."""
+    report = _report(5, loss, inputs, feeds)
+    wrong = sorted(c.name for c in report.inputs if not c.ok)
+    if not isinstance(wrong_gradients, (list, tuple, set)) or not all(isinstance(w, str) for w in wrong_gradients):
+        raise ExerciseError(f"wrong_gradients should be a list of input names, got {wrong_gradients!r:.80}")
+    got = sorted(wrong_gradients)
+    if got != wrong:
+        missing, extra = sorted(set(wrong) - set(got)), sorted(set(got) - set(wrong))
+        parts = []
+        if missing:
+            parts.append(f"{len(missing)} input(s) with a wrong gradient are missing")
+        if extra:
+            parts.append(f"{', '.join(extra)} {'gets' if len(extra) == 1 else 'get'} a right gradient")
+        raise ExerciseError(f"wrong_gradients is not right: {'; '.join(parts)}. Gradient-check every input of the "
+                            "graph inside bugs.mystery(5) and read report.inputs")
+    blamed = sorted(c.node_id for c in report.culprits)
+    if not isinstance(culprit_ids, (list, tuple, set)):
+        raise ExerciseError(f"culprit_ids should be a list of node ids, got {culprit_ids!r:.80}")
+    ids = sorted(int(i) for i in culprit_ids)
+    if ids != blamed:
+        ops = sorted({loss.graph.nodes[i].op for i in ids if 0 <= i < len(loss.graph.nodes)})
+        raise ExerciseError(f"culprit_ids {ids} are not the nodes whose rule is wrong ({len(blamed)} node(s) are; "
+                            f"you named {', '.join(ops) or 'no'} node(s)). Read report.culprits")
+
+
+# --- lesson 8: accuracy recomputed from the trained parameters -----------------------------------------
+
+def trained_accuracy(trainer: Any, x_test: np.ndarray, y_test: np.ndarray) -> float:
+    """The test accuracy of lesson 8's digits MLP (64-64-10, relu) from the trainer's OWN parameters.
+
+    Computed here in numpy, so no number the student typed enters it.
+    """
+    params = getattr(trainer, "params", None)
+    names = ("mlp.0.weight", "mlp.0.bias", "mlp.1.weight", "mlp.1.bias")
+    if not isinstance(params, Mapping) or any(n not in params for n in names):
+        have = sorted(params) if isinstance(params, Mapping) else type(params).__name__
+        raise ExerciseError(f"my_trainer should train digits_model() (parameters {list(names)}), its parameters are "
+                            f"{have}")
+    w0, b0, w1, b1 = (np.asarray(params[n], dtype=np.float64) for n in names)
+    hidden = np.maximum(np.asarray(x_test, dtype=np.float64) @ w0 + b0, 0.0)
+    predicted = np.argmax(hidden @ w1 + b1, axis=-1)
+    return float(np.mean(predicted == np.asarray(y_test)))
+
+
+# --- lesson 10: Hessians and Jacobians of graphs the check builds --------------------------------------
+
+def hessian_from_hvp(fn: Callable[..., Any], trials: int = 2) -> None:
+    """``fn(hv, x, v, x0)`` -> the Hessian at x0 of the function whose HVP graph ``hv`` is (a function of the check's).
+
+    f(x) = sum(tanh(x)) + (w . x)^2 / 2, so H = diag(-2 tanh (1 - tanh^2)) + w w^T: not the lesson's f.
+    """
+    import asgteach as at
+
+    rng = _fresh()
+    n = 4
+    w = rng.standard_normal(n)
+    with at.Graph(name="check: another f"):
+        x = at.input("x", (n,))
+        v = at.input("v", (n,))
+        f = at.sum(at.tanh(x)) + 0.5 * at.sum(x * at.constant(w)) ** 2
+        hv = at.hvp(f, x, v)
+    for k in range(trials):
+        x0 = rng.standard_normal(n)
+        th = np.tanh(x0)
+        want = np.diag(-2 * th * (1 - th ** 2)) + np.outer(w, w)
+        check_function(fn, [((hv, x, v, x0), want)], name="hessian_from_hvp", rtol=1e-8, atol=1e-10)
+
+
+def jacobian_by_jvp(fn: Callable[..., Any], trials: int = 2) -> None:
+    """``fn(jt, a, t, a0)`` -> the Jacobian at a0 of the function whose JVP graph ``jt`` is, here F(a) = tanh(M a).
+
+    F maps R^4 to R^3, so the Jacobian is 3 x 4 and not diagonal: an answer fitted to the lesson's
+    elementwise F (a diagonal) cannot pass.
+    """
+    import asgteach as at
+
+    rng = _fresh()
+    M = rng.standard_normal((3, 4))
+    with at.Graph(name="check: another F"):
+        a = at.input("a", (4,))
+        t = at.input("t", (4,))
+        jt = at.jvp(at.tanh(at.constant(M) @ a), a, t)
+    for k in range(trials):
+        a0 = rng.standard_normal(4)
+        want = (1 - np.tanh(M @ a0) ** 2)[:, None] * M
+        check_function(fn, [((jt, a, t, a0), want)], name="jacobian_by_jvp", rtol=1e-8, atol=1e-10)
+
+
+# --- lesson 11: the arithmetic of a kernel, against the backend's own -----------------------------------
+
+def _refuse_borrowed(fn: Any, name: str, *originals: Any) -> None:
+    found = _borrowed(fn, *originals)
+    if found:
+        raise ExerciseError(f"{name} hands the work to the backend's own function (as {found!r}): write it yourself")
+
+
+def broadcast_strides_check(fn: Callable[..., Any]) -> None:
+    """``fn(shape, out_shape)``: the element strides of ``shape`` read as ``out_shape`` (0 along broadcast axes)."""
+    from ..backends import wgpu_kernels as wk
+
+    _refuse_borrowed(fn, "my_broadcast_strides", wk.broadcast_strides)
+    cases = [((3, 5), (3, 5)), ((1, 5), (3, 5)), ((5,), (3, 5)), ((3, 1), (3, 5)), ((), (2, 3)),
+             ((4, 1, 6), (2, 4, 3, 6)), ((1, 1), (1, 1)), ((2, 1, 1), (2, 3, 4)), ((7,), (2, 1, 7))]
+    expected = [wk.broadcast_strides(s, o) for s, o in cases]
+    with without(attrs=[(wk, "broadcast_strides")], why="compute the strides yourself"):
+        for (shape, out_shape), want in zip(cases, expected):
+            check_equal(list(fn(shape, out_shape)), want, name=f"my_broadcast_strides({shape}, {out_shape})")
+
+
+def offset_check(fn: Callable[..., Any]) -> None:
+    """``fn(i, out_shape, strides)``: the input element that output element ``i`` reads."""
+    for shape, out_shape in [((1, 5), (3, 5)), ((3, 1), (3, 5)), ((4, 1, 6), (2, 4, 3, 6)), ((2, 3), (2, 3)),
+                             ((1, 3, 1), (2, 3, 4))]:
+        src = np.arange(int(np.prod(shape))).reshape(shape)
+        expected = np.broadcast_to(src, out_shape).ravel()     # what the kernel must read, element by element
+        st = [int(s) // src.itemsize for s in np.broadcast_to(src, out_shape).strides]   # 0 where broadcast
+        check_function(lambda i, o=out_shape, s=st: fn(i, o, s), [((i,), expected[i]) for i in range(expected.size)],
+                       name=f"my_offset_of(i, {out_shape}, {st})")
+
+
+def groups_check(fn: Callable[..., Any], idle_threads: Any) -> None:
+    """``fn(numel)``: the workgroup grid for ``numel`` threads in groups of 256; ``idle_threads`` for 10**6."""
+    from ..backends import wgpu_kernels as wk
+
+    _refuse_borrowed(fn, "my_groups", wk.groups_for)
+    sizes = (1, 15, 256, 257, 10 ** 6, 65535 * 256, 65535 * 256 + 1, 40_000_000, 123_456_789)
+    expected = [np.array(wk.groups_for(-(-n // 256))) for n in sizes]
+    with without(attrs=[(wk, "groups_for")], why="compute the grid yourself"):
+        check_function(fn, [((n,), e) for n, e in zip(sizes, expected)], name="my_groups")
+    gx, gy, _ = wk.groups_for(-(-10 ** 6 // 256))
+    check_equal(idle_threads, gx * gy * 256 - 10 ** 6, name="idle_threads",
+                hint="threads launched (groups x 256) minus the 10**6 elements")
+
+
+# --- lesson 12: max pooling routes the gradient --------------------------------------------------------
+
+def max_pool_routing(dX: Any, x: np.ndarray, g: np.ndarray) -> None:
+    """Lesson 12: d/dx of sum(max_pool2d(x, 2) * g), worked out by hand; the check asks autograd itself."""
+    import asgteach as at
+
+    x, g = np.asarray(x, dtype=np.float64), np.asarray(g, dtype=np.float64)
+    with at.Graph(name="check: max pool"):
+        xi = at.input("x", (1, 1) + x.shape)
+        gi = at.input("g", (1, 1) + g.shape)
+        (d,) = at.grad(at.sum(at.max_pool2d(xi, 2) * gi), [xi])
+    want = at.run(d, {xi: x.reshape((1, 1) + x.shape), gi: g.reshape((1, 1) + g.shape)})[0, 0]
+    check_array(dX, want, name="dX5")
+
+
+# --- lesson 13: memory planning, checked on plans of the check's own -----------------------------------
+
+#: op categories whose kernels are elementwise: output element i depends only on input elements i
+ELEMENTWISE = ("arithmetic", "activation", "comparison")
+
+
+def _no_reuse_bytes(plan: Any, itemsize: int = 4) -> int:
+    return sum(plan.graph.nodes[i].size for i in plan.node_ids) * itemsize
+
+
+def _peak_bytes(plan: Any, itemsize: int = 4) -> int:
+    return max(row["live_bytes"] for row in plan.liveness(itemsize))
+
+
+def _last_use(plan: Any) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for k, step in enumerate(plan.steps):
+        for i in step.node.inputs:
+            out[i] = k
+    return out
+
+
+def _consumers(plan: Any) -> dict[int, list[Any]]:
+    users: dict[int, list[Any]] = {}
+    for step in plan.steps:
+        for i in step.node.inputs:
+            users.setdefault(i, []).append(step.node)
+    return users
+
+
+def _fusible_values(plan: Any) -> list[int]:
+    """Elementwise step values, not outputs, not folded, read by exactly one elementwise step of the same shape."""
+    from ..ops.registry import spec
+
+    users = _consumers(plan)
+    outputs, folded = set(plan.outputs), set(plan.folded)
+    fusible = []
+    for step in plan.steps:
+        node = step.node
+        if spec(node.op).category not in ELEMENTWISE or node.id in outputs or node.id in folded:
+            continue
+        readers = users.get(node.id, [])
+        if len(readers) == 1 and spec(readers[0].op).category in ELEMENTWISE and readers[0].shape == node.shape:
+            fusible.append(node.id)
+    return fusible
+
+
+def _fusion_chains(plan: Any) -> list[list[int]]:
+    """Join every fusible value to the one step that reads it; each group of more than one step is one kernel."""
+    users = _consumers(plan)
+    group: dict[int, int] = {}
+
+    def root(i: int) -> int:
+        while group.get(i, i) != i:
+            i = group[i]
+        return i
+
+    for nid in _fusible_values(plan):
+        group[root(nid)] = root(users[nid][0].id)
+    members: dict[int, list[int]] = {}
+    for step in plan.steps:
+        nid = step.node.id
+        if nid in group or any(group.get(j) is not None and root(j) == root(nid) for j in group):
+            members.setdefault(root(nid), []).append(nid)
+    return [ids for ids in members.values() if len(ids) > 1]
+
+
+def show_fusion(plan: Any) -> None:
+    """Print the fusion chains of ``plan`` and what they would save (lesson 13's section 6)."""
+    from ..ops.registry import spec
+
+    g = plan.graph
+    chains = _fusion_chains(plan)
+    for chain in chains:
+        print(" -> ".join(f"#{i} {g.nodes[i].op}" for i in chain), f"  (shape {g.nodes[chain[-1]].shape})")
+    saved = sum(g.nodes[i].size for i in _fusible_values(plan)) * 4
+    elementwise = [s for s in plan.steps if spec(s.node.op).category in ELEMENTWISE and s.node.id not in plan.folded]
+    print(f"{len(elementwise)} elementwise kernels -> {len(elementwise) - sum(len(c) - 1 for c in chains)} after "
+          f"fusion; {saved} bytes never written (and never read back) per run")
+
+
+def _check_plans() -> list[Any]:
+    """Three plans the lesson never showed: another MLP with its gradients, a chain with a fan-out, a tiny one."""
+    import asgteach as at
+
+    plans = []
+    with at.Graph(name="check: mlp"):
+        x, t = at.input("x", (8, 5)), at.input("t", (8, 3))
+        w1, w2 = at.parameter("w1", (5, 7)), at.parameter("w2", (7, 3))
+        h = at.sigmoid(x @ w1) * 2.0 - 1.0
+        loss = at.mean(at.abs(h @ w2 - t))
+        plans.append(at.compile([loss, *at.grad(loss, [w1, w2])]))
+    with at.Graph(name="check: fan-out"):
+        a, b = at.input("a", (6,)), at.input("b", (6,))
+        c = at.exp(a) + b
+        d = at.tanh(c) * c
+        plans.append(at.compile([at.sum(d * d), at.relu(b - a)]))
+    with at.Graph(name="check: tiny"):
+        u = at.input("u", (3, 4))
+        plans.append(at.compile([at.sum(at.sqrt(u * u + 1.0), axis=0)]))
+    return plans
+
+
+def memory_check(fn: Callable[..., Any]) -> None:
+    """``fn(plan, itemsize) -> (peak bytes alive, bytes if nothing were freed)``, on other plans and item sizes."""
+    plans = _check_plans()
+    for p in plans:
+        for itemsize in (8, 2):
+            want = (_peak_bytes(p, itemsize), _no_reuse_bytes(p, itemsize))
+            check_function(fn, [((p, itemsize), want)], name=f"memory_bytes(<plan of {p.graph.name!r}>, {itemsize})")
+
+
+def last_use_check(fn: Callable[..., Any]) -> None:
+    """``fn(plan) -> {node id: index of the last step reading it}``, on plans the lesson never printed."""
+    for p in _check_plans():
+        expected, mine = _last_use(p), fn(p)
+        if not isinstance(mine, Mapping):
+            raise ExerciseError(f"my_last_use(plan) should return a dict {{node id: step index}}, got "
+                                f"{type(mine).__name__}")
+        check_equal(sorted(mine), sorted(expected), name=f"the nodes in my_last_use(<plan of {p.graph.name!r}>)")
+        for node_id, k in expected.items():
+            check_equal(mine[node_id], k, name=f"my_last_use(<plan of {p.graph.name!r}>)[{node_id}] "
+                                               f"(node #{node_id} {p.graph.nodes[node_id].op})")
+
+
+def fusible_check(fn: Callable[..., Any]) -> None:
+    """``fn(plan) -> [node ids a fusing compiler would never write]`` in plan order, on plans of the check's own."""
+    for p in _check_plans():
+        got = fn(p)
+        if not isinstance(got, (list, tuple)):
+            raise ExerciseError(f"my_fusible(plan) should return a list of node ids, got {type(got).__name__}")
+        check_equal([int(i) for i in got], _fusible_values(p), name=f"my_fusible(<plan of {p.graph.name!r}>)",
+                    hint="in plan order: elementwise, not an output, not folded, read by exactly one elementwise "
+                         "step of the same shape")

@@ -1,0 +1,144 @@
+"""``asgteach course DIR``: the lessons as an nbgrader course directory.
+
+nbgrader (https://nbgrader.readthedocs.io) grades notebooks by cell metadata: *solution* cells
+hold the code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (cut out of the release),
+*autograded test* cells are worth points (an error in one scores 0), *read-only* cells are put
+back as the instructor wrote them before grading. The lessons carry no such metadata: they carry
+the markers of :mod:`asgteach.lessons.student`, and :func:`~asgteach.lessons.student.marking`
+says which cell answers and which cell checks each exercise. From that one marking this module
+writes::
+
+    DIR/nbgrader_config.py                       (kept if it exists: it is the instructor's)
+    DIR/source/<lesson stem>/<lesson stem>.ipynb  one assignment per lesson, e.g. 04-broadcasting
+
+where, in every notebook,
+
+* an answer cell (``with exercise(N):`` + the markers) is a solution cell, ``grade_id``
+  ``exercise-N``;
+* a check cell (``with check(N):``) is an autograded test cell worth :data:`POINTS` points,
+  ``grade_id`` ``exercise-N-check``; its ``with check(N):`` becomes ``with check(N, graded=True):``,
+  so an exercise not done is an error there (0 points), not a printed "not done yet";
+* every other code cell is read-only (``grade_id`` ``cell-<the cell's id>``): the checks read the
+  names those cells define (data, graphs, imports), so an edited one could change a grade;
+  markdown cells stay editable (notes do not change a grade);
+* the cell ids are the lesson's own, so the ids (and ``grade_id`` s) are the same on every run.
+
+The notebooks keep their outputs (nbgrader's release clears them). Then
+``nbgrader generate_assignment``, ``autograde``, ``generate_feedback`` and ``export`` work as
+usual: docs/teaching.md walks through them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .student import SolutionMarkerError, cell_source, marking
+
+__all__ = ["POINTS", "CONFIG", "course_notebook", "write_course"]
+
+#: points of one exercise's check cell
+POINTS = 1
+
+#: the nbgrader_config.py written into a new course directory
+CONFIG = '''\
+# nbgrader configuration of the asgteach course, written by `asgteach course`.
+# Run nbgrader's commands in this folder; see docs/teaching.md ("Grading with nbgrader").
+import getpass
+import os
+import tempfile
+
+c = get_config()  # noqa: F821 - nbgrader provides get_config() when it reads this file
+
+# nbgrader gives 0 points to a test cell with ANY output on stderr. Mesa's Vulkan driver (probed when a
+# lesson looks for a GPU) prints "XDG_RUNTIME_DIR is invalid or not set" there when the variable is
+# missing (root shells, containers): give the kernels nbgrader starts a private folder.
+if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
+    os.environ["XDG_RUNTIME_DIR"] = os.path.join(tempfile.gettempdir(), "asgteach-runtime-" + getpass.getuser())
+    os.makedirs(os.environ["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
+
+c.CourseDirectory.course_id = "asgteach"
+# what a student sees in place of a solution; `with exercise(N):` reports it as "not done yet"
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}
+# a lesson trains small networks: give a cell a few minutes before autograde gives up on it
+c.Execute.timeout = 300
+'''
+
+_GRADE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+_UNGRADED = re.compile(r"^with check\((\d+)\):", re.MULTILINE)
+
+
+def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+              points: int | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+                            "solution": solution}
+    if points is not None:
+        meta["points"] = points
+    return meta
+
+
+def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = POINTS) -> tuple[dict[str, Any], int]:
+    """Notebook ``nb`` (nbformat 4) with nbgrader's cell metadata, and its total points.
+
+    Raises :class:`~asgteach.lessons.student.SolutionMarkerError` when its exercises are not
+    marked as :func:`~asgteach.lessons.student.marking` expects, or when a code cell has no id.
+    """
+    mark = marking(nb, name)
+    answer_of = {index: n for n, index in mark.answers.items()}
+    check_of = {index: n for n, index in mark.checks.items()}
+    cells = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        cell = json.loads(json.dumps(cell))  # a deep copy: the lesson's dict stays as it was
+        meta = cell.setdefault("metadata", {})
+        meta.pop("nbgrader", None)
+        if cell.get("cell_type") == "code":
+            cell_id = cell.get("id")
+            if not cell_id or not _GRADE_ID.match(cell_id):
+                raise SolutionMarkerError(f"{name}, cell {index}: a code cell needs an id of letters, digits, '-' and "
+                                          f"'_' (nbformat 4.5), got {cell_id!r}")
+            if index in answer_of:
+                numbers = [n for n, i in mark.answers.items() if i == index]
+                meta["nbgrader"] = _nbgrader("exercise-" + "-".join(map(str, numbers)), solution=True)
+            elif index in check_of:
+                n = check_of[index]
+                source = _UNGRADED.sub(lambda m: f"with check({m.group(1)}, graded=True):", cell_source(cell))
+                cell["source"] = source.splitlines(keepends=True)
+                meta["nbgrader"] = _nbgrader(f"exercise-{n}-check", grade=True, locked=True, points=points)
+            else:
+                meta["nbgrader"] = _nbgrader(f"cell-{cell_id}", locked=True)
+        cells.append(cell)
+    return {**nb, "cells": cells}, points * mark.count
+
+
+def write_course(out_dir: str | Path, lessons: str | Path) -> list[tuple[Path, int]]:
+    """Write the nbgrader course of every lesson notebook in ``lessons`` into ``out_dir``.
+
+    Returns (written notebook, its points) per lesson. Every lesson is converted before
+    anything is written, so a marking error leaves ``out_dir`` untouched. An existing
+    ``nbgrader_config.py`` is kept; the source notebooks are (re)written.
+    """
+    src, out = Path(lessons), Path(out_dir)
+    paths = sorted(src.glob("*.ipynb"))
+    if not paths:
+        raise FileNotFoundError(f"no lesson notebooks (*.ipynb) in {src}")
+    converted = []
+    for path in paths:
+        try:
+            nb = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not a readable notebook: {e}") from None
+        converted.append((path.stem, *course_notebook(nb, str(path))))
+    out.mkdir(parents=True, exist_ok=True)
+    config = out / "nbgrader_config.py"
+    if not config.exists():
+        config.write_text(CONFIG, encoding="utf-8")
+    written = []
+    for stem, nb, points in converted:
+        folder = out / "source" / stem
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{stem}.ipynb"
+        target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        written.append((target, points))
+    return written

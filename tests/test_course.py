@@ -1,0 +1,323 @@
+"""`asgteach course DIR`: the lessons as an nbgrader course, graded by nbgrader's own CLI.
+
+Fast tests read the metadata `asgteach course` writes. The slow test (module fixture `graded`)
+installs nothing: nbgrader comes from the `course` extra, which scripts/setup installs (so
+./scripts/test and CI run it). It runs, in a course directory written by `asgteach course`:
+
+* `nbgrader generate_assignment` for every lesson;
+* `nbgrader autograde` of three submissions per lesson: "untouched" (the release as handed
+  out: must score 0), "solved" (the instructor's source: must score the maximum, > 0) and
+  "lazy" (the source with the shortcuts a student could take in place of the work, see
+  LAZY: each of those exercises must score 0, so the lesson gets partial or zero credit);
+* `nbgrader export` (the CSV must hold those numbers) and `nbgrader generate_feedback` for
+  the lazy student (the HTML must show each failing check's message).
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from asgteach import cli
+from asgteach.lessons import ExerciseError, check, exercise
+from asgteach.lessons.nbcourse import POINTS, course_notebook, write_course
+from asgteach.lessons.student import SolutionMarkerError, marking
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
+STEMS = [p.stem for p in LESSONS]
+
+
+def _nb(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+# --- what `asgteach course` writes (fast) -------------------------------------------------------------
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=STEMS)
+def test_every_code_cell_gets_nbgrader_metadata_from_the_one_marking(lesson: Path) -> None:
+    nb = _nb(lesson)
+    mark = marking(nb, lesson.name)
+    course, points = course_notebook(nb, lesson.name)
+    assert points == POINTS * mark.count > 0
+    grade_ids = []
+    for index, cell in enumerate(course["cells"]):
+        meta = cell["metadata"].get("nbgrader")
+        if cell["cell_type"] != "code":
+            assert meta is None, f"cell {index}: markdown stays editable"
+            continue
+        assert meta["schema_version"] == 3 and re.fullmatch(r"[A-Za-z0-9_-]+", meta["grade_id"])
+        grade_ids.append(meta["grade_id"])
+        if index in mark.answers.values():
+            n = next(k for k, i in mark.answers.items() if i == index)
+            assert meta == {"grade": False, "grade_id": f"exercise-{n}", "locked": False, "schema_version": 3,
+                            "solution": True}
+            assert "### BEGIN SOLUTION" in _src(cell)
+        elif index in mark.checks.values():
+            n = next(k for k, i in mark.checks.items() if i == index)
+            assert meta == {"grade": True, "grade_id": f"exercise-{n}-check", "locked": True, "points": POINTS,
+                            "schema_version": 3, "solution": False}
+            assert _src(cell).startswith(f"with check({n}, graded=True):")
+        else:
+            assert meta == {"grade": False, "grade_id": f"cell-{cell['id']}", "locked": True, "schema_version": 3,
+                            "solution": False}
+            assert "### BEGIN SOLUTION" not in _src(cell)
+    assert len(grade_ids) == len(set(grade_ids))
+    # stable: the same lesson gives the same notebook (ids, grade ids, everything) on every run
+    assert course_notebook(nb, lesson.name)[0] == course
+    assert [c["id"] for c in course["cells"]] == [c["id"] for c in nb["cells"]]
+
+
+def test_write_course_lays_out_an_nbgrader_course_and_keeps_the_instructors_config(tmp_path: Path) -> None:
+    assert cli.main(["course", str(tmp_path / "course")]) == 0
+    config = tmp_path / "course" / "nbgrader_config.py"
+    assert "c.CourseDirectory.course_id" in config.read_text()
+    for stem in STEMS:
+        assert (tmp_path / "course" / "source" / stem / f"{stem}.ipynb").is_file()
+    config.write_text("c = get_config()  # mine\n")
+    written = write_course(tmp_path / "course", ROOT / "lessons")
+    assert config.read_text() == "c = get_config()  # mine\n"
+    assert [p.parent.name for p, _ in written] == STEMS
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    (["with exercise(1):\n    ### BEGIN SOLUTION\n    x = 1\n    ### END SOLUTION"], "exercise 1 has no check cell"),
+    (["with check(1):\n    pass"], "checks an exercise that has no solution block"),
+    (["with check(1):\n    pass", "with exercise(1):\n    ### BEGIN SOLUTION\n    x = 1\n    ### END SOLUTION"],
+     "comes before its answer"),
+])
+def test_a_marking_the_course_cannot_grade_is_an_error_naming_the_cell(cells: list[str], message: str) -> None:
+    nb = {"cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s, "outputs": []}
+                    for i, s in enumerate(cells)], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    with pytest.raises(SolutionMarkerError, match=message):
+        course_notebook(nb, "x.ipynb")
+
+
+def test_graded_check_fails_when_not_done_and_a_stub_function_counts_as_not_done(
+        capsys: pytest.CaptureFixture) -> None:
+    with exercise(81):
+        raise NotImplementedError()            # nbgrader's stub: no message
+    with pytest.raises(ExerciseError, match="exercise 81: not done yet"):
+        with check(81, graded=True):
+            pass
+    with exercise(82):
+        def f(x):
+            """A docstring the student keeps."""
+            raise NotImplementedError("exercise 82")
+    with check(82):                            # ungraded: the student's own run goes on
+        f(1)
+    assert "exercise 82: not done yet" in capsys.readouterr().out
+    with pytest.raises(ExerciseError, match="exercise 82: not done yet"):
+        with check(82, graded=True):
+            f(1)
+
+
+# --- nbgrader's own CLI on every lesson (slow) --------------------------------------------------------
+
+#: lesson -> {exercise: (the answer cell as a lazy student writes it, words its check's message must show)}
+LAZY: dict[str, dict[int, tuple[str, str]]] = {
+    "00-welcome": {
+        1: ('A = np.array([-1.0, 0.5, 2.0])\nwith exercise(1):\n    with at.Graph() as g1:\n'
+            '        a = at.input("a", (3,))\n        da = at.tanh(a) + a * (1 - at.tanh(a) ** 2)\n'
+            '    df_value = np.tanh(A) + A * (1 - np.tanh(A) ** 2)\n', "holds no backward node"),
+        2: ("with exercise(2):\n    dc_value = dz.sum(axis=0)\n", "did not define what the check needs"),
+    },
+    "01-derivatives-numerically": {
+        2: ("with exercise(2):\n    def numerical_gradient(f, x, h=1e-6):\n"
+            "        return 3 * x ** 2 + np.array([x[1], x[0], 0.0])\n", "numerical_gradient(another f, x)"),
+    },
+    "02-the-asg": {
+        2: ("with exercise(2):\n    def evaluate(graph, feeds):\n        ids = [n.id for n in graph.nodes]\n"
+            "        return dict(zip(ids, at.run([at.Tensor(graph, i) for i in ids], feeds)))\n",
+            "evaluate must call each node"),
+        3: ('A5, V5 = np.arange(15.0).reshape(5, 3), np.array([1.0, 2.0, 3.0, 4.0, 5.0])\nwith exercise(3):\n'
+            '    with at.Graph(name="fixed") as g_fix:\n        a5 = at.input("a", (5, 3))\n'
+            '        v5 = at.input("v", (5,))\n        rows_scaled = at.constant(A5 * V5[:, None])\n'
+            '    rows_value = A5 * V5[:, None]\n', "at fresh input values"),
+    },
+    "03-chain-rule-and-reverse-mode": {
+        1: ("P, Q = 0.3, -2.0\nwith exercise(1):\n    def chain_rule_grads(p, q):\n"
+            "        g_of = lambda p, q: (p + q) * np.tanh(p)\n"
+            "        return ((g_of(p + 1e-6, q) - g_of(p - 1e-6, q)) / 2e-6,\n"
+            "                (g_of(p, q + 1e-6) - g_of(p, q - 1e-6)) / 2e-6)\n\n"
+            "    dg_dp, dg_dq = chain_rule_grads(P, Q)\n", "finite differences give"),
+        3: ("with exercise(3):\n    bug_op = 'mul'\n    fanout_nodes = [b.node_id, c_t.node_id]\n    c_lost = 1.0\n",
+            "is not the answer"),
+    },
+    "04-broadcasting": {
+        2: ("with exercise(2):\n    (culprit,) = report.culprits      # section 4's printed culprit\n"
+            "    culprit_id, culprit_input = culprit.node_id, culprit.input_index\n",
+            "is not the node whose rule is wrong"),
+    },
+    "05-matrix-calculus": {
+        3: ("with exercise(3):\n    wrong_gradients = [c.name for c in report.inputs if not c.ok]\n"
+            "    culprit_ids = [c.node_id for c in report.culprits]\n", "wrong_gradients is not right"),
+    },
+    "06-nonlinearities-and-softmax": {
+        1: ("with exercise(1):\n    def my_log_softmax(z):\n"
+            "        return np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))\n", "subtract the max first"),
+        2: ("Z2 = np.random.default_rng(6).standard_normal((8, 5)) * 3\nlabels2 = np.array([4, 0, 0, 2, 1, 3, 4, 2])\n"
+            "with exercise(2):\n    def cross_entropy_grad(Z, labels):\n        with at.Graph():\n"
+            '            l2 = at.input("logits", Z.shape)\n'
+            '            y2 = at.input("labels", labels.shape, dtype="int")\n'
+            "            (d2,) = at.grad(at.nn.cross_entropy(l2, y2), [l2])\n"
+            "        return at.run(d2, {l2: Z, y2: labels})\n\n    dZ2 = cross_entropy_grad(Z2, labels2)\n",
+            "which the exercise asks you to write yourself"),
+    },
+    "07-normalisation": {
+        1: ("with exercise(1):\n    def my_layer_norm(x, w, b, eps=1e-5):\n"
+            "        return at.run(at.layer_norm(at.constant(x), at.constant(w), at.constant(b), eps=eps), {})\n",
+            "the library's layer_norm"),
+    },
+    "08-training-an-mlp": {
+        2: ("with exercise(2):\n    def warmup_cosine(base_lr, step):\n"
+            "        return at.optim.LinearWarmup(10, at.optim.CosineAnnealingLR(90))(base_lr, step)\n",
+            "LinearWarmup.__call__"),
+        3: ('with exercise(3):\n    model3 = digits_model()\n'
+            '    my_trainer = at.Trainer(model3["loss"], optimizer=at.optim.SGD(lr=0.1), seed=0)\n'
+            '    my_trainer.fit({model3["x"]: X_train[:64], model3["labels"]: y_train[:64]}, steps=1, progress=False)\n'
+            '    my_accuracy = 0.99\n', "test accuracy is"),
+    },
+    "09-attention-and-a-transformer-block": {
+        2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n        with at.Graph():\n"
+            "            blk = at.nn.TransformerBlock(d_model, n_heads, d_hidden=d_hidden)\n"
+            "        return sum(int(np.prod(p.shape)) for p in blk.parameters())\n", "TransformerBlock.__init__"),
+        3: ("with exercise(3):\n    diagnosis = {1: 'correct', 2: 'mask after softmax', 3: 'no scale'}\n",
+            "Test the verdict you gave"),
+    },
+    "10-higher-order-and-forward-mode": {
+        2: ("with exercise(2):\n    def hessian_from_hvp(hv, x, v, x0):\n        return H_exact\n\n    H = H_exact\n",
+            "hessian_from_hvp("),
+        3: ("with exercise(3):\n    def jacobian_by_jvp(jt, a, t, a0):\n        return np.diag(deriv)\n\n"
+            "    J_forward = np.diag(deriv)\n", "jacobian_by_jvp("),
+    },
+    "11-backends": {
+        1: ("from asgteach.backends.wgpu_kernels import broadcast_strides\n\nwith exercise(1):\n"
+            "    my_broadcast_strides = broadcast_strides\n", "hands the work to the backend"),
+        3: ("with exercise(3):\n    def my_groups(numel):\n"
+            "        from asgteach.backends.wgpu_kernels import groups_for\n"
+            "        return groups_for(-(-numel // 256))\n\n"
+            "    gx, gy, _ = my_groups(10 ** 6)\n    idle_threads = gx * gy * 256 - 10 ** 6\n",
+            "which the exercise asks you to write yourself"),
+    },
+    "12-convolution-and-pooling": {
+        1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
+            "        with at.Graph():\n"
+            '            y = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, kernel, kernel)),\n'
+            "                          stride=stride, padding=padding, dilation=dilation)\n"
+            "        return y.shape[2]\n", "the library's conv2d"),
+        3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
+            "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n    dX5 = np.zeros((4, 4))\n", "dX5 is wrong"),
+    },
+    "13-graph-engineering": {
+        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
+            "        from asgteach.lessons import reference\n"
+            "        return reference.peak_bytes(plan, itemsize), reference.no_reuse_bytes(plan, itemsize)\n",
+            "cannot import name"),
+        2: ("with exercise(2):\n    from asgteach.lessons.reference import last_use as my_last_use\n",
+            "stopped with an error"),
+        3: ("with exercise(3):\n    def my_fusible(plan):\n"
+            "        return [7, 10, 26, 28]   # copied from the printed chains\n\n    bytes_saved = 0\n",
+            "my_fusible(<plan of"),
+    },
+}
+
+
+def test_every_lesson_has_a_lazy_student() -> None:
+    assert sorted(LAZY) == STEMS
+
+
+def _nbgrader(course: Path, *args: str) -> subprocess.CompletedProcess:
+    bin_dir = str(Path(sys.executable).parent)   # nbgrader runs `alembic` from PATH: the venv's
+    env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+    return proc
+
+
+def _lazy_notebook(source: dict, answers: dict[int, tuple[str, str]], stem: str) -> dict:
+    nb = json.loads(json.dumps(source))
+    mark = marking(nb, stem)
+    for n, (code, _) in answers.items():
+        nb["cells"][mark.answers[n]]["source"] = code.splitlines(keepends=True)
+    return nb
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    if shutil.which("nbgrader", path=str(Path(sys.executable).parent)) is None:
+        pytest.fail("nbgrader is not installed in this venv: pip install -e '.[course]' (scripts/setup does)")
+    course = tmp_path_factory.mktemp("course")
+    assert cli.main(["course", str(course)]) == 0
+    _nbgrader(course, "generate_assignment", "*")
+    for stem in STEMS:
+        release = course / "release" / stem / f"{stem}.ipynb"
+        source = _nb(course / "source" / stem / f"{stem}.ipynb")
+        for student, nb in [("untouched", _nb(release)), ("solved", source),
+                            ("lazy", _lazy_notebook(source, LAZY[stem], stem))]:
+            folder = course / "submitted" / student / stem
+            folder.mkdir(parents=True)
+            (folder / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    _nbgrader(course, "autograde", "*", "--create")
+    _nbgrader(course, "export", "--to", "grades.csv")
+    _nbgrader(course, "generate_feedback", "*", "--student", "lazy")
+    with (course / "grades.csv").open() as f:
+        scores = {(row["assignment"], row["student_id"]): (float(row["score"]), float(row["max_score"]))
+                  for row in csv.DictReader(f)}
+    return {"course": course, "scores": scores}
+
+
+@pytest.mark.slow
+def test_release_scores_zero_and_the_solved_source_the_maximum(graded: dict) -> None:
+    scores = graded["scores"]
+    for stem in STEMS:
+        exercises = marking(_nb(ROOT / "lessons" / f"{stem}.ipynb"), stem).count
+        assert scores[(stem, "untouched")] == (0.0, POINTS * exercises), stem
+        assert scores[(stem, "solved")] == (POINTS * exercises, POINTS * exercises) and exercises > 0, stem
+
+
+def _cell_scores(notebook: Path) -> dict[str, list]:
+    nb = _nb(notebook)
+    return {c["metadata"]["nbgrader"]["grade_id"]: c.get("outputs", [])
+            for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade")}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", STEMS)
+def test_a_lazy_student_fails_the_checks_and_the_feedback_says_why(graded: dict, stem: str) -> None:
+    course, scores = graded["course"], graded["scores"]
+    score, max_score = scores[(stem, "lazy")]
+    assert score == max_score - POINTS * len(LAZY[stem]), f"{stem}: each lazy exercise scores 0, the others full"
+    outputs = _cell_scores(course / "autograded" / "lazy" / stem / f"{stem}.ipynb")
+    feedback = (course / "feedback" / "lazy" / stem / f"{stem}.html").read_text(encoding="utf-8")
+    text = html.unescape(re.sub(r"<[^>]+>", "", feedback))
+    for n, (_, words) in LAZY[stem].items():
+        errors = [o for o in outputs[f"exercise-{n}-check"] if o["output_type"] == "error"]
+        check_outputs = outputs[f"exercise-{n}-check"]
+        assert errors and errors[0]["ename"] == "ExerciseError", f"{stem} exercise {n}: {check_outputs}"
+        assert words in errors[0]["evalue"], f"{stem} exercise {n}: {errors[0]['evalue']}"
+        assert words in text, f"{stem} exercise {n}: the feedback does not show the check's message"
+
+
+def test_the_lazy_answers_are_not_the_solutions() -> None:
+    """Each lazy answer differs from the lesson's solution cell (a guard against a typo making it the real one)."""
+    for stem, answers in LAZY.items():
+        nb = _nb(ROOT / "lessons" / f"{stem}.ipynb")
+        mark = marking(nb, stem)
+        for n, (code, _) in answers.items():
+            assert "### BEGIN SOLUTION" not in code
+            assert code.strip() != _src(nb["cells"][mark.answers[n]]).strip()

@@ -1,0 +1,132 @@
+"""Issue 14's errata, each pinned by a test: texts that said something the code or the maths does not do."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.explain import loader
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
+
+
+def _cells(stem: str) -> dict[str, dict]:
+    nb = json.loads((LESSONS / f"{stem}.ipynb").read_text(encoding="utf-8"))
+    return {c["id"]: c for c in nb["cells"]}
+
+
+def _text(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def _out(cell: dict) -> str:
+    return "".join("".join(o.get("text", "")) for o in cell.get("outputs", []))
+
+
+def test_error_vs_eps_title_puts_truncation_where_the_large_steps_are() -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.sum(at.tanh(x) * x)
+    report = at.gradcheck(y, [x], {x: np.array([0.3, -1.0, 2.0])})
+    ax = report.plot().axes[-1]
+    left, right = ax.get_xlim()
+    assert left > right, "the eps axis runs from large (left) to small (right)"
+    assert "truncation (left)" in ax.get_title() and "round-off (right)" in ax.get_title()
+    eps, err = report.error_vs_eps()
+    big, small = np.argmax(eps), np.argmin(eps)
+    assert err[big] > 1e-9 and err[small] > 1e-9   # both ends of the V are errors: truncation and round-off
+
+
+def test_lesson_07_repeats_the_plot_the_right_way_round() -> None:
+    summary = _text(_cells("07-normalisation")["8ac016cb"])
+    assert "truncation on the left" in summary and "round-off on the right" in summary
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_pooling_rules_index_their_sums_by_the_windows_that_hold_p_q(lang: str) -> None:
+    ops = loader.table(lang)["ops"]
+    for text in (ops["max_pool2d"]["vjp"], ops["max_pool2d_grad"]["formula"]):
+        assert r"x_{n,c,p^{*},q^{*}}" not in text and r"\sum_{i,j}" not in text
+        assert r"\sum_{(i,j):\ (p^{*}_{ij},\, q^{*}_{ij}) = (p,q)}" in text
+    assert r"\sum_{(i,j):\ 0 \leq p - s i < k_h,\ 0 \leq q - s j < k_w}" in ops["avg_pool2d"]["vjp"]
+
+
+def test_max_pool_gradient_adds_up_over_the_windows_a_cell_wins() -> None:
+    """What the corrected formula says: overlapping windows (stride 1) send several gradients to one cell."""
+    x = np.array([[0.0, 0.0, 0.0], [0.0, 9.0, 0.0], [0.0, 0.0, 0.0]]).reshape(1, 1, 3, 3)
+    with at.Graph():
+        xi = at.input("x", x.shape)
+        (dx,) = at.grad(at.sum(at.max_pool2d(xi, 2, stride=1)), [xi])
+    assert at.run(dx, {xi: x})[0, 0, 1, 1] == 4.0   # the centre wins all four 2x2 windows
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_masks_are_minus_1e9_as_in_the_code(lang: str) -> None:
+    table = loader.table(lang)
+    for text in (table["ops"]["where"]["why"], table["roles"]["attention.key.weight"]["pitfalls"]):
+        assert "−1e9" in text and "NaN" in text, text
+    assert float(at.nn.causal_mask(3)[0, 2]) == -1e9
+
+
+@pytest.mark.parametrize("lang", ["en", "ru"])
+def test_erf_saturates_to_one_in_float32_only(lang: str) -> None:
+    from scipy.special import erf
+
+    text = loader.table(lang)["ops"]["erf"]["pitfalls"]
+    assert "float32" in text
+    assert np.float32(erf(4.0)) == 1.0 and erf(4.0) != 1.0 and erf(6.0) == 1.0
+
+
+@pytest.mark.parametrize(("wrong", "right"), [
+    ("гауссова линейная единица ошибки", None), ("Независимые выборки", "Случайные значения"),
+    ("инициализация Кайминга", "инициализация Хе (Kaiming)"), ("разрежение d", "дилатация d"),
+    ("маски дополнения", None), ("прямые оценки", "сквозные оценки"), ("Бенжио", "Бенджио"),
+])
+def test_russian_terms(wrong: str, right: str | None) -> None:
+    text = (ROOT / "asgteach" / "explain" / "ru.toml").read_text(encoding="utf-8")
+    assert wrong not in text
+    if right:
+        assert right in text
+
+
+def test_lesson_09_fully_masked_rows_keep_their_own_softmax_when_the_mask_is_added() -> None:
+    cells = _cells("09-attention-and-a-transformer-block")
+    why = _text(cells["72f05dad"])
+    assert "weights are uniform — harmless" not in why and "**replaces**" in why and "**added**" in why
+    out = _out(cells["69a3debf"])
+    own = re.search(r"the scores' own softmax: +(\[\[.*?\]\])", out).group(1)
+    added = re.search(r"-1e9 added: +(\[\[.*?\]\])", out).group(1)
+    assert own == added and "[[0.25 0.25 0.25 0.25]] (uniform)" in out
+    assert "scores_row = np.array([[2.0, -1.0, 0.5, 0.0]])" in _text(cells["69a3debf"])   # non-zero scores
+    summary = _text(cells["32df4bf4"])
+    assert "finite (uniform)" not in summary and "shift invariance" in summary
+
+
+def test_lesson_09_claims_no_bigram_it_does_not_show() -> None:
+    assert "often\n`h`" not in _text(_cells("09-attention-and-a-transformer-block")["f36db438"])
+
+
+def test_lesson_06_does_not_say_no_optimizer_can_revive_a_dead_unit() -> None:
+    assert "no optimizer can revive" not in _text(_cells("06-nonlinearities-and-softmax")["118a870c"])
+
+
+def test_lesson_10_explains_why_jvp_nodes_say_backward() -> None:
+    cells = _cells("10-higher-order-and-forward-mode")
+    assert "their phase: ['backward'], their mode: ['jvp']" in _out(cells["c009"])
+    assert 'their `phase` is `"backward"`' in _text(cells["c010"])
+
+
+def test_teaching_md_lists_every_lesson_and_four_bug_hunts() -> None:
+    text = (ROOT / "docs" / "teaching.md").read_text(encoding="utf-8")
+    for path in sorted(LESSONS.glob("*.ipynb")):
+        assert re.search(rf"^\| {path.name[:2]} \| ", text, re.M), f"{path.name} missing from the lesson list"
+    assert "Four lessons are **bug hunts**" in text and "Three lessons" not in text
+    for step in ("asgteach course", "nbgrader generate_assignment", "nbgrader autograde", "nbgrader export",
+                 "nbgrader generate_feedback"):
+        assert step in text
