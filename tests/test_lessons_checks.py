@@ -9,7 +9,7 @@ import asgteach as at
 from asgteach import resources
 from asgteach.lessons import (
     ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
-    check_vjp_rule, exercise, lesson_checks, numerical_gradient, status,
+    check_tensor, check_vjp_rule, exercise, lesson_checks, numerical_gradient, status, without,
 )
 from asgteach.ops import registry
 
@@ -279,3 +279,100 @@ def test_lessons_folder_is_the_one_with_notebooks_not_the_package() -> None:
     assert resources.lessons_dir().name == "lessons"
     assert next(resources.lessons_dir().glob("*.ipynb"), None) is not None
     assert resources.is_checkout()
+
+
+# --- checks that only the work passes (issue 14): the shortcuts fail, fast --------------------------------
+
+def test_check_tensor_runs_at_fresh_inputs_and_wants_at_grads_nodes() -> None:
+    with at.Graph():
+        a = at.input("a", (3,))
+        (da,) = at.grad(at.sum(at.tanh(a) * a), [a])
+        typed = at.tanh(a) + a * (1 - at.tanh(a) ** 2)     # the derivative written out: no backward node
+        frozen = at.constant(np.ones(3)) + 0.0 * a           # a value computed once
+    def truth(A):
+        return np.tanh(A) + A * (1 - np.tanh(A) ** 2)
+    check_tensor(da, [a], truth, backward=True)
+    with pytest.raises(ExerciseError, match="holds no backward node"):
+        check_tensor(typed, [a], truth, backward=True)
+    with pytest.raises(ExerciseError, match="at fresh input values"):
+        check_tensor(frozen, [a], truth)
+    with pytest.raises(ExerciseError, match="should be a Tensor"):
+        check_tensor(np.ones(3), [a], truth)
+
+
+def test_without_switches_the_library_off_and_back_on() -> None:
+    def lazy(z):
+        return at.run(at.log_softmax(at.constant(z)), {})
+    with without("log_softmax", why="write it with numpy"):
+        with pytest.raises(ExerciseError, match="the library's log_softmax.*write it with numpy"):
+            check_function(lazy, [((np.zeros(3),), np.log(np.full(3, 1 / 3)))])
+    np.testing.assert_allclose(lazy(np.zeros(3)), np.log(np.full(3, 1 / 3)))   # restored
+    with without(attrs=[(at.optim.Adam, "build")]):
+        with pytest.raises(ExerciseError, match="Adam.build"):
+            at.optim.Adam().build([], [], None, None)
+    assert at.optim.Adam.build.__name__ == "build"
+
+
+def test_a_naive_log_softmax_is_told_to_subtract_the_max() -> None:
+    def naive(z):
+        return np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))
+    with np.errstate(all="ignore"), pytest.raises(ExerciseError, match="subtract the max first"):
+        check_function(naive, [((np.array([1000.0, 0.0, -1000.0]),), np.array([0.0, -1000.0, -2000.0]))])
+
+
+def test_chain_rule_by_hand_rejects_finite_differences_and_says_so() -> None:
+    def exact(p, q):
+        t = np.tanh(p)
+        return (p + q) * (1 - t * t) + t, t
+
+    def central(p, q, h=1e-6):
+        g = lambda p, q: (p + q) * np.tanh(p)  # noqa: E731
+        return (g(p + h, q) - g(p - h, q)) / (2 * h), (g(p, q + h) - g(p, q - h)) / (2 * h)
+
+    lesson_checks.chain_rule_by_hand(exact)
+    with pytest.raises(ExerciseError, match="finite differences give"):
+        lesson_checks.chain_rule_by_hand(central)
+    with pytest.raises(ExerciseError, match="fresh point"):
+        lesson_checks.chain_rule_by_hand(lambda p, q: (-1.264420, 0.291313))   # lesson 3's printed values
+
+
+def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -> None:
+    import importlib
+
+    with pytest.raises(ImportError):
+        importlib.import_module("asgteach.lessons.reference")
+    with at.Graph():
+        x = at.input("x", (4, 5))
+        plan = at.compile([at.sum(at.tanh(x) * 2.0)])
+    copied = lesson_checks._fusible_values(plan)          # right for the lesson's plan, copied as numbers
+    with pytest.raises(ExerciseError, match="my_fusible"):
+        lesson_checks.fusible_check(lambda p: copied)
+    with pytest.raises(ExerciseError, match="memory_bytes"):
+        lesson_checks.memory_check(lambda p, k: (lesson_checks._peak_bytes(plan, k), 0))
+    lesson_checks.memory_check(lambda p, k: (lesson_checks._peak_bytes(p, k), lesson_checks._no_reuse_bytes(p, k)))
+
+
+def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
+    class Trained:
+        params = {"mlp.0.weight": np.eye(2), "mlp.0.bias": np.zeros(2), "mlp.1.weight": np.eye(2),
+                  "mlp.1.bias": np.zeros(2)}
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [0.0, 3.0]])
+    assert lesson_checks.trained_accuracy(Trained(), x, np.array([0, 1, 0, 0])) == 0.75
+    with pytest.raises(ExerciseError, match="digits_model"):
+        lesson_checks.trained_accuracy(object(), x, np.zeros(4))
+
+
+def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> None:
+    def hessian_from_hvp(hv, x, v, x0):
+        return np.stack([at.run(hv, {x: x0, v: e}) for e in np.eye(x0.size)], axis=1)
+
+    def jacobian_by_jvp(jt, a, t, a0):
+        return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(a0.size)], axis=1)
+
+    lesson_checks.hessian_from_hvp(hessian_from_hvp)
+    lesson_checks.jacobian_by_jvp(jacobian_by_jvp)
+    H_exact = np.eye(5)                                   # the lesson's answer left in a variable
+    with pytest.raises(ExerciseError, match="hessian_from_hvp"):
+        lesson_checks.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
+    with pytest.raises(ExerciseError, match="jacobian_by_jvp"):
+        lesson_checks.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
