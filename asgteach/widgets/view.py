@@ -123,6 +123,7 @@ class GraphView:
         self.details = details if details is not None else n_drawn > COLLAPSE_AT
         self.present = bool(present)
         self._fixed_height = height
+        self._shown = False
         self._expand_asked = False
 
         vals = resolve_values(g, values)
@@ -266,6 +267,8 @@ class GraphView:
         if self.selected not in self._element_widgets:
             self.selected = None
         self._apply_highlights()
+        if self._shown:  # the row may re-flow (inspector beside <-> below): fit once the browser has
+            self._fit_later()
 
     def _set_classes(self, element_id: str, add: set[str], remove: set[str]) -> None:
         wdg = self._element_widgets.get(element_id)
@@ -569,5 +572,6 @@ class GraphView:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         data["text/html"] = static_html(self.scope, lang=self.lang, mode=self.mode, expanded=self.expanded)
+        self._shown = True
         self._fit_later()
         return data

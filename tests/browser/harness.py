@@ -265,6 +265,11 @@ class Lab:
                 " return e.nonempty() && e.renderedBoundingBox().w > 0; }", arg=[n, element_id], timeout=30_000)
         except Exception:  # noqa: BLE001 - reported below with the drawn ids
             pass
+        # a graph bigger than its canvas pans instead of shrinking its labels: bring the node into view first
+        self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
+                "const bb = e.renderedBoundingBox();"
+                "if (bb.x1 < 0 || bb.y1 < 0 || bb.x2 > cy.width() || bb.y2 > cy.height()) cy.center(e); return null;",
+                n, element_id)
         pos = self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
                       "const bb = e.renderedBoundingBox(); const r = el.getBoundingClientRect();"
                       "return {x: r.left + (bb.x1 + bb.x2) / 2, y: r.top + Math.min(bb.y1 + 8, (bb.y1 + bb.y2) / 2),"
