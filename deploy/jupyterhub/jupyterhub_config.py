@@ -232,6 +232,8 @@ if env("ASGTEACH_HUB_SPAWNER", "folders") == "system":
 else:
     c.JupyterHub.spawner_class = FolderSpawner
     c.SimpleLocalProcessSpawner.home_dir_template = str(HOMES / "{username}")
+    if os.geteuid() == 0:   # servers run as the hub's user: Jupyter refuses root without this
+        c.Spawner.args = ["--allow-root"]
 
 c.Spawner.cmd = [str(VENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"                      # JupyterLab is the default UI (Notebook 7 at /tree)
@@ -242,7 +244,7 @@ c.Spawner.cpu_limit = CPU_LIMIT
 # 30 servers starting at once on 2 cores take a while: wait for them rather than failing the spawn
 c.Spawner.start_timeout = int(env("ASGTEACH_HUB_START_TIMEOUT", "300"))
 c.Spawner.http_timeout = int(env("ASGTEACH_HUB_START_TIMEOUT", "300"))
-c.Spawner.args = [
+c.Spawner.args = [*(c.Spawner.args if "args" in c.Spawner else []),
     "--ServerApp.terminado_settings={'shell_command': ['/bin/bash', '-l']}",
     "--LabApp.news_url=None",
     "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
