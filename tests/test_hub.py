@@ -1,0 +1,137 @@
+"""A class on one hub: the nbgitpuller link, the hub's config, scripts/hub's messages, and the load test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from asgteach import cli
+from asgteach.hub import nbgitpuller_link, repo_defaults
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "deploy" / "jupyterhub" / "jupyterhub_config.py"
+
+
+def test_link_pulls_into_home_and_opens_lesson_00_in_lab():
+    url = nbgitpuller_link("http://127.0.0.1:8000/", "file:///srv/course.git", "main")
+    parts = urlsplit(url)
+    assert parts.path == "/hub/user-redirect/git-pull"
+    q = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    assert q == {"repo": "file:///srv/course.git", "branch": "main", "targetpath": "asgteach",
+                 "urlpath": "lab/tree/asgteach/lessons/00-welcome.ipynb"}
+    nb7 = parse_qs(urlsplit(nbgitpuller_link("https://hub.example.edu", "https://github.com/o/r", ui="notebook")).query)
+    assert nb7["urlpath"] == ["notebooks/asgteach/lessons/00-welcome.ipynb"] and "branch" not in nb7
+
+
+@pytest.mark.parametrize("kw, msg", [({"hub": "hub.example.edu"}, "http"), ({"targetpath": "a/b"}, "one folder"),
+                                     ({"ui": "classic"}, "lab")])
+def test_link_rejects_bad_input(kw, msg):
+    args = {"hub": "http://127.0.0.1:8000", "repo": "file:///x"} | kw
+    hub, repo = args.pop("hub"), args.pop("repo")
+    with pytest.raises(ValueError, match=msg):
+        nbgitpuller_link(hub, repo, **args)
+
+
+def test_link_command_from_this_checkout(capsys):
+    assert cli.main(["link", "--hub", "http://127.0.0.1:8123"]) == 0
+    url = capsys.readouterr().out.strip()
+    repo, branch = repo_defaults(ROOT)
+    assert url == nbgitpuller_link("http://127.0.0.1:8123", repo, branch)
+    assert repo.startswith(("file://", "http", "git@", "ssh://", "/"))
+    assert cli.main(["link", "--hub", "nohttp"]) == 2
+    assert "http://" in capsys.readouterr().err
+
+
+def _load_config(monkeypatch, tmp_path, **env):
+    pytest.importorskip("jupyterhub")
+    from traitlets.config.loader import PyFileConfigLoader
+
+    proxy = tmp_path / "chp"
+    proxy.write_text("#!/bin/sh\n")
+    proxy.chmod(0o755)
+    monkeypatch.setenv("ASGTEACH_HUB_STATE", str(tmp_path / "state"))
+    monkeypatch.setenv("ASGTEACH_HUB_PROXY", str(proxy))
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return PyFileConfigLoader(CONFIG.name, str(CONFIG.parent)).load_config()
+
+
+def test_config_loopback_lab_culler_limits(monkeypatch, tmp_path):
+    if not shutil.which("node"):
+        pytest.skip("the config refuses to load without Node (tested in test_hub_without_node_says_what_to_install)")
+    c = _load_config(monkeypatch, tmp_path, ASGTEACH_HUB_ADMIN_TOKEN="t" * 32, ASGTEACH_HUB_PASSWORD="a-long-pass")
+    assert c.JupyterHub.bind_url == "http://127.0.0.1:8000" and c.JupyterHub.hub_ip == "127.0.0.1"
+    assert c.Spawner.default_url == "/lab" and c.Spawner.ip == "127.0.0.1"
+    assert c.Spawner.cmd == [str(ROOT / ".venv" / "bin" / "jupyterhub-singleuser")]
+    assert c.JupyterHub.spawner_class.__name__ == "FolderSpawner"
+    assert c.SimpleLocalProcessSpawner.home_dir_template == str(tmp_path / "state" / "homes" / "{username}")
+    assert c.Spawner.mem_limit == "2G" and c.Spawner.cpu_limit == 1
+    services = {s["name"]: s for s in c.JupyterHub.services}
+    assert "jupyterhub_idle_culler" in services["idle-culler"]["command"]
+    assert services["asgteach-admin"]["api_token"] == "t" * 32
+    assert c.JupyterHub.cleanup_servers is False, "a hub restart must not end the students' servers"
+    assert c.JupyterHub.authenticator_class == "shared-password"
+
+
+def test_spawner_applies_rlimits_and_threads(monkeypatch, tmp_path):
+    if not shutil.which("node"):
+        pytest.skip("needs Node for the config to load")
+    c = _load_config(monkeypatch, tmp_path, ASGTEACH_HUB_AUTH="dummy")
+    spawner_cls = c.JupyterHub.spawner_class
+
+    class User:
+        name = "ada"
+        url = "/user/ada/"
+
+    sp = spawner_cls.__new__(spawner_cls)
+    sp.__init__(user=User(), mem_limit="1G", cpu_limit=2.0, home_dir_template=str(tmp_path / "h" / "{username}"))
+    env = sp.user_env({"PATH": "/usr/bin"})
+    assert env["OMP_NUM_THREADS"] == "2" and env["HOME"] == str(tmp_path / "h" / "ada")
+    assert env["PATH"].startswith(str(ROOT / ".venv" / "bin"))
+    code = ("import resource, os; print(resource.getrlimit(resource.RLIMIT_AS)[0], os.getcwd(), os.nice(0))")
+    out = subprocess.run([sys.executable, "-c", code], preexec_fn=sp.make_preexec_fn("ada"), capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert int(out[0]) == 3 * 2**30 and out[1] == str(tmp_path / "h" / "ada") and int(out[2]) >= 5
+
+
+@pytest.mark.slow
+def test_hub_without_node_says_what_to_install(tmp_path):
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    for tool in ("bash", "cat", "dirname", "sed", "id", "mkdir", "printf"):
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), bare / tool)
+    env = dict(os.environ, PATH=str(bare), ASGTEACH_HUB_STATE=str(tmp_path / "state"))
+    r = subprocess.run([str(ROOT / "scripts" / "hub"), "--no-install"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "apt-get install nodejs npm" in r.stderr, r.stderr
+    env = dict(os.environ, ASGTEACH_HUB_PROXY=str(tmp_path / "no-proxy"), ASGTEACH_HUB_STATE=str(tmp_path / "s"))
+    r = subprocess.run([str(ROOT / "scripts" / "hub"), "--no-install"], env=env, capture_output=True, text=True,
+                       timeout=60)
+    if shutil.which("node"):
+        assert r.returncode == 1 and "npm install --prefix" in r.stderr and "configurable-http-proxy" in r.stderr
+
+
+@pytest.mark.slow
+def test_class_of_five_on_one_hub():
+    """scripts/class-loadtest --students 5: install (idempotent), hub, nbgitpuller, lessons 00 + 03, 2 browsers,
+    a server killed, a kernel killed, the hub restarted, a re-pull keeping an edit. Measured: about 3-4 minutes on
+    2 cores (most of it the 5 servers and kernels starting and lesson 03's graphs)."""
+    t = time.monotonic()
+    r = subprocess.run([str(ROOT / "scripts" / "class-loadtest"), "--students", "5", "--timeout", "480"],
+                       capture_output=True, text=True, timeout=900)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out[-6000:]
+    assert re.search(r"^5/5 students completed \(p95 [\d.]+ s, \d+ MiB per student\)$", out, re.M), out[-3000:]
+    assert re.search(r"hub restarted mid-class .*: (\d+)/\1 running servers kept", out), out[-3000:]
+    assert "their edit intact: True" in out and "notebook intact: True" in out and "edit kept: True" in out
+    assert len(re.findall(r"^browser: student\d+: JupyterLab from the link", out, re.M)) == 2, out[-3000:]
+    print(f"class of 5: {time.monotonic() - t:.0f} s")
