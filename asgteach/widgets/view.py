@@ -250,6 +250,8 @@ class GraphView:
                 if at is not None:
                     wdg.position = {"x": at[0], "y": at[1]}
             else:
+                if "label" in data:  # where a label drawn by the target end is centred (half its width, and a gap)
+                    data["label_offset"] = round(len(data["label"]) * 0.62 * 11 / FONT_PX * self.font_px / 2 + 12)
                 wdg = ipycytoscape.Edge(data=data, classes=el.get("classes", ""))
             self._element_widgets[el["data"]["id"]] = wdg
             (nodes if el["group"] == "nodes" else edges).append(wdg)

@@ -266,10 +266,15 @@ class Lab:
         except Exception:  # noqa: BLE001 - reported below with the drawn ids
             pass
         # a graph bigger than its canvas pans instead of shrinking its labels: bring the node into view first
+        # (and into the part of the canvas inside the browser window: a tall canvas can reach below it)
         self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
-                "const bb = e.renderedBoundingBox();"
-                "if (bb.x1 < 0 || bb.y1 < 0 || bb.x2 > cy.width() || bb.y2 > cy.height()) cy.center(e); return null;",
-                n, element_id)
+                "const r = el.getBoundingClientRect();"
+                "const top = Math.max(0, -r.top) + 20, bottom = Math.min(cy.height(), innerHeight - r.top) - 20;"
+                "const left = Math.max(0, -r.left) + 20, right = Math.min(cy.width(), innerWidth - r.left) - 20;"
+                "const p = e.renderedPosition();"
+                "if (p.x < left || p.x > right || p.y < top || p.y > bottom)"
+                "  cy.panBy({x: (left + right) / 2 - p.x, y: (top + bottom) / 2 - p.y});"
+                "return null;", n, element_id)
         pos = self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
                       "const bb = e.renderedBoundingBox(); const r = el.getBoundingClientRect();"
                       "return {x: r.left + (bb.x1 + bb.x2) / 2, y: r.top + Math.min(bb.y1 + 8, (bb.y1 + bb.y2) / 2),"
