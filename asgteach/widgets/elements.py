@@ -385,7 +385,7 @@ def build_elements(scope: Scope, mode: str = "both", expanded: set[str] | None =
                 classes.append("backward" if src.phase == "backward" else "reads")
             data: dict[str, Any] = {"id": f"e:{a}>{b}", "source": a, "target": b}
             if chain:
-                classes.append("folded")
+                classes += ["folded", "folded-read"] if "reads" in classes else ["folded"]
                 data["label"] = _fold_label(g, chain)
                 data["folded"] = chain
             else:

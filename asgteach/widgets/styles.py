@@ -135,8 +135,8 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
         {"selector": "edge.folded", "style": {"opacity": 0.8 if not present else 0.9}},
         # a long edge from the forward column: its label next to the gradient that reads it, not
         # halfway, where it would hide under the forward nodes
-        {"selector": "edge.folded.reads", "style": {"label": "", "target-label": "data(label)",
-                                                    "target-text-offset": "data(label_offset)"}},
+        {"selector": "edge.folded-read", "style": {"label": "", "target-label": "data(label)",
+                                                   "target-text-offset": "data(label_offset)"}},
         {"selector": "node.selected", "style": {"border-width": 4 * k, "border-color": "#f1c40f",
                                                 "border-style": "solid"}},
         {"selector": "edge.incident", "style": {"line-color": "#f39c12", "target-arrow-color": "#f39c12",
