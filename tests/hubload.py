@@ -69,6 +69,35 @@ def say(*a: object) -> None:
     print("[class-loadtest]", *a, flush=True)
 
 
+class Net(requests.Session):
+    """requests, retried while the hub (and so the proxy) restarts: connection refused for a few seconds, as a
+    student's browser sees it and JupyterLab rides out."""
+
+    patience = 120.0
+
+    def request(self, method, url, *a, **kw):  # noqa: D102
+        deadline = time.monotonic() + self.patience
+        while True:
+            try:
+                r = super().request(method, url, *a, **kw)
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+                continue
+            # the proxy is back but the hub has not re-added the server's route yet: the hub answers instead
+            rerouted = "/user/" in url and "/hub/" not in url and "/hub/" in r.url
+            if (r.status_code in (502, 503, 504, 424) or rerouted) and time.monotonic() < deadline:
+                time.sleep(1)
+                continue
+            return r
+
+
+def net(method: str, url: str, **kw) -> requests.Response:
+    with Net() as session:
+        return session.request(method, url, **kw)
+
+
 class Failure(Exception):
     """A student could not go on: the message names the student and the step or cell."""
 
@@ -132,7 +161,7 @@ class Hub:
 
     def api(self, method: str, path: str, **kw) -> requests.Response:
         kw.setdefault("timeout", 60)
-        return requests.request(method, f"{self.url}/hub/api{path}",
+        return net(method, f"{self.url}/hub/api{path}",
                                 headers={"Authorization": f"token {self.token}"}, **kw)
 
     def server_pid(self, name: str) -> int | None:
@@ -225,7 +254,7 @@ class Kernel:
 
     def state(self) -> str:
         try:
-            r = requests.get(f"{self.base}/api/kernels/{self.kernel_id}",
+            r = net("GET", f"{self.base}/api/kernels/{self.kernel_id}",
                              headers={"Authorization": f"token {self.token}"}, timeout=10)
             return r.json().get("execution_state", "") if r.ok else ""
         except (requests.RequestException, ValueError):
@@ -307,6 +336,7 @@ class Student:
     fault: str = ""
     reconnects: int = 0      # kernel websockets re-opened (the hub restart takes the proxy down for seconds)
     resent: int = 0          # cells run again because their reply went to a lost connection
+    pull_retries: int = 0    # nbgitpuller streams started again
 
     @property
     def ok(self) -> bool:
@@ -358,7 +388,7 @@ class Run:
 
     # -- a student's steps ---------------------------------------------------------------------------------------
     def login(self, s: Student) -> requests.Session:
-        http = requests.Session()
+        http = Net()
         r = http.get(f"{self.hub.url}/hub/login", timeout=60)
         xsrf = http.cookies.get("_xsrf") or re.search(r'name="_xsrf" value="([^"]+)"', r.text).group(1)
         r = http.post(f"{self.hub.url}/hub/login?next=", data={"username": s.name, "password": PASSWORD,
@@ -385,7 +415,20 @@ class Run:
         if r.status_code != 200 or "/user/" not in r.url or "git-pull" not in r.url:
             raise Failure(f"the nbgitpuller link ended at {r.url} ({r.status_code})")
 
-    def pull(self, s: Student, http: requests.Session) -> None:
+    def pull(self, s: Student, http: requests.Session, patience: float = 180) -> None:
+        """nbgitpuller's API, retried like its page is reloaded when the stream breaks (a hub restart takes the
+        proxy away for seconds) or another pull of this student's still holds the lock."""
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                return self._pull(s, http)
+            except (requests.RequestException, Failure) as e:
+                if time.monotonic() > deadline:
+                    raise Failure(f"nbgitpuller kept failing for {patience:.0f} s: {e}") from e
+                s.pull_retries += 1
+                time.sleep(3)
+
+    def _pull(self, s: Student, http: requests.Session) -> None:
         """What nbgitpuller's page does in JavaScript: its API streams the pull's progress."""
         q = f"repo={quote(self.course.as_uri(), safe='')}&branch={self.branch}&targetpath={TARGET}"
         with http.get(f"{self.hub.url}/user/{s.name}/git-pull/api?{q}", stream=True, timeout=300) as r:
@@ -406,7 +449,7 @@ class Run:
         return r.json()["token"]
 
     def contents(self, s: Student, token: str, path: str, method: str = "GET", **kw) -> requests.Response:
-        return requests.request(method, f"{self.hub.url}/user/{s.name}/api/contents/{quote(path)}",
+        return net(method, f"{self.hub.url}/user/{s.name}/api/contents/{quote(path)}",
                                 headers={"Authorization": f"token {token}"}, timeout=60, **kw)
 
     def save_edit(self, s: Student, token: str) -> str:
@@ -428,7 +471,7 @@ class Run:
 
     def start_kernel(self, s: Student, token: str, path: str) -> tuple[str, Kernel]:
         base = f"{self.hub.url}/user/{s.name}"
-        r = requests.post(f"{base}/api/sessions", headers={"Authorization": f"token {token}"}, timeout=120,
+        r = net("POST", f"{base}/api/sessions", headers={"Authorization": f"token {token}"}, timeout=120,
                           json={"path": f"{TARGET}/{path}", "type": "notebook", "name": Path(path).name,
                                 "kernel": {"name": "python3"}})
         if not r.ok:
@@ -469,7 +512,7 @@ class Run:
             k.close()
             s.reconnects += k.reconnects
             s.resent += k.resent
-            requests.delete(f"{self.hub.url}/user/{s.name}/api/kernels/{kid}",
+            net("DELETE", f"{self.hub.url}/user/{s.name}/api/kernels/{kid}",
                             headers={"Authorization": f"token {token}"}, timeout=60)
 
     def inject(self, s: Student, token: str, path: str, fault: str, k: Kernel, kid: str) -> tuple[Kernel, str]:
@@ -483,7 +526,7 @@ class Run:
             time.sleep(1)
             k.close()
             # JupyterLab's path: the kernel died, "Restart" - the same kernel id, a fresh process
-            r = requests.post(f"{base}/api/kernels/{kid}/restart", headers=hdr, timeout=120)
+            r = net("POST", f"{base}/api/kernels/{kid}/restart", headers=hdr, timeout=120)
             ok = r.ok and self.has_edit(s, token, s.notes[0] if s.notes else "")
             self.fault_notes.append(f"{s.name}: kernel killed in {Path(path).name} cell {len(self.lessons[path]) // 2}"
                                     f"; restarted through the REST API ({r.status_code}), notebook intact: {ok}; "
@@ -547,6 +590,9 @@ class Run:
         """Stop the hub mid-class and start it again: servers keep their pids and files."""
         if not self.restart_at.wait(timeout=max(1.0, self.left() - 60)):
             return
+        # once every student who is still going has a running server: "users keep their servers"
+        while self.left() > 60 and len(self.sampler.pids) < sum(1 for s in self.students if not s.failures):
+            time.sleep(1)
         before = {s.name: self.hub.server_pid(s.name) for s in self.students}
         before = {k: v for k, v in before.items() if v}
         t = time.monotonic()
@@ -676,7 +722,8 @@ class Run:
             mem = f"{s.rss_mib:.0f}" if s.rss_mib else "-"
             extra = "; ".join(filter(None, [f"fault: {s.fault}" if s.fault else "",
                                             f"websocket reconnected x{s.reconnects}" if s.reconnects else "",
-                                            f"cell re-sent x{s.resent}" if s.resent else ""]))
+                                            f"cell re-sent x{s.resent}" if s.resent else "",
+                                            f"pull retried x{s.pull_retries}" if s.pull_retries else ""]))
             print(f"{s.name:10s} {fo:>12s} {tot:>8s} {mem:>8s} {s.cells:>6d}  {extra}")
         for line in self.fault_notes:
             print("fault:", line)

@@ -20,7 +20,7 @@ VALUES = ROOT / "deploy" / "z2jh" / "values.yaml"
 #: top-level keys of the z2jh 4.x chart's values (a typo at the top level is silently ignored by helm)
 CHART_TOP_LEVEL = {"fullnameOverride", "nameOverride", "enabled", "imagePullSecrets", "imagePullSecret", "hub",
                    "proxy", "singleuser", "scheduling", "ingress", "prePuller", "custom", "cull", "debug", "rbac",
-                   "global", "cull", "apps"}
+                   "global", "apps"}
 
 
 def _size(text: str) -> int:
