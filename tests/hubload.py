@@ -173,10 +173,13 @@ class Hub:
 
     def cleanup(self) -> None:
         """Stop every student's server (API, then by pid under our state folder), then the hub."""
+        from concurrent.futures import ThreadPoolExecutor
+
         try:
             if self.proc and self.proc.poll() is None:
-                for u in self.api("GET", "/users", timeout=20).json():
-                    self.api("DELETE", f"/users/{u['name']}/server", timeout=20)
+                names = [u["name"] for u in self.api("GET", "/users", timeout=20).json() if u.get("servers")]
+                with ThreadPoolExecutor(8) as pool:   # one by one, 30 servers take minutes to stop
+                    list(pool.map(lambda n: self.api("DELETE", f"/users/{n}/server", timeout=60), names))
         except (requests.RequestException, ValueError):
             pass
         self.stop()
