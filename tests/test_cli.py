@@ -26,7 +26,7 @@ from asgteach.ops.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 ASGTEACH = str(Path(sys.executable).parent / "asgteach")
-COMMANDS = ("lab", "demo", "check", "doctor", "student")
+COMMANDS = ("lab", "demo", "check", "doctor", "student", "course", "link")
 OPS = [n for n, s in REGISTRY.items() if not s.leaf]
 
 

@@ -3,7 +3,7 @@
 A newcomer clones the repository and types ``./scripts/lab``. This test does the same in a
 temporary folder: ``git clone`` (of the committed HEAD: what a newcomer gets), then the
 README's first ``bash`` block, character for character, in the clone. That installs
-everything (a new ``.venv`` and ``pip install -e '.[dev,gpu,course]'``; the Debian packages are
+everything (a new ``.venv`` and ``pip install -e '.[dev,gpu,course,hub]'``; the Debian packages are
 checked and, on a fresh machine, installed) and starts JupyterLab; the test waits until the
 server answers on 127.0.0.1 and lists the lessons. It then runs ``./scripts/setup`` again:
 the second run must skip everything, quickly (the scripts are run on every ``./scripts/lab``).
@@ -111,7 +111,7 @@ def test_readme_first_command_installs_and_serves_from_a_fresh_clone(tmp_path: P
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
     out = log_path.read_text()
-    assert f"pip install -e '.[dev,gpu,course]' into {clone / '.venv'}" in out, out[-3000:]
+    assert f"pip install -e '.[dev,gpu,course,hub]' into {clone / '.venv'}" in out, out[-3000:]
     assert f"lessons: {clone / 'lessons'} (the folder you asked for)" in out, out[-3000:]  # scripts/lab: --dir
     assert re.search(r"^backends: numpy", out, re.M), out[-3000:]
     assert (clone / ".venv" / "bin" / "asgteach").is_file()
