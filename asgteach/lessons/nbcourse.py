@@ -35,7 +35,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .student import SolutionMarkerError, cell_source, marking
+from .student import SolutionMarkerError, cell_source, marking, read_notebooks
 
 __all__ = ["POINTS", "CONFIG", "course_notebook", "write_course"]
 
@@ -120,16 +120,7 @@ def write_course(out_dir: str | Path, lessons: str | Path) -> list[tuple[Path, i
     ``nbgrader_config.py`` is kept; the source notebooks are (re)written.
     """
     src, out = Path(lessons), Path(out_dir)
-    paths = sorted(src.glob("*.ipynb"))
-    if not paths:
-        raise FileNotFoundError(f"no lesson notebooks (*.ipynb) in {src}")
-    converted = []
-    for path in paths:
-        try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not a readable notebook: {e}") from None
-        converted.append((path.stem, *course_notebook(nb, str(path))))
+    converted = [(path.stem, *course_notebook(nb, str(path))) for path, nb in read_notebooks(src, "lesson notebooks")]
     out.mkdir(parents=True, exist_ok=True)
     config = out / "nbgrader_config.py"
     if not config.exists():

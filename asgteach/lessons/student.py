@@ -185,6 +185,21 @@ def make_student_notebook(nb: dict[str, Any], name: str = "notebook") -> tuple[d
     return {**nb, "cells": cells}, count
 
 
+def read_notebooks(src: Path, what: str = "notebooks") -> list[tuple[Path, dict]]:
+    """Every ``*.ipynb`` of ``src``, sorted, parsed: (path, notebook). A folder without any, or an
+    unreadable notebook, is an error naming it (nothing is written before all are read)."""
+    paths = sorted(src.glob("*.ipynb"))
+    if not paths:
+        raise FileNotFoundError(f"no {what} (*.ipynb) in {src}")
+    out = []
+    for path in paths:
+        try:
+            out.append((path, json.loads(path.read_text(encoding="utf-8"))))
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path} is not a readable notebook: {e}") from None
+    return out
+
+
 def write_student_versions(src_dir: str | Path, out_dir: str | Path) -> list[tuple[Path, int]]:
     """Write the student version of every ``*.ipynb`` of ``src_dir`` into ``out_dir``.
 
@@ -196,16 +211,7 @@ def write_student_versions(src_dir: str | Path, out_dir: str | Path) -> list[tup
         raise FileNotFoundError(f"no such folder: {src}")
     if src.resolve() == out.resolve():
         raise ValueError(f"the output folder is the source folder ({src}): that would overwrite the solutions")
-    paths = sorted(p for p in src.glob("*.ipynb"))
-    if not paths:
-        raise FileNotFoundError(f"no notebooks (*.ipynb) in {src}")
-    converted = []
-    for path in paths:
-        try:
-            nb = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not a readable notebook: {e}") from None
-        converted.append((path.name, *make_student_notebook(nb, str(path))))
+    converted = [(path.name, *make_student_notebook(nb, str(path))) for path, nb in read_notebooks(src)]
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for filename, nb, count in converted:
