@@ -8,7 +8,8 @@ installs nothing: nbgrader comes from the `course` extra, which scripts/setup in
 * `nbgrader autograde` of three submissions per lesson: "untouched" (the release as handed
   out: must score 0), "solved" (the instructor's source: must score the maximum, > 0) and
   "lazy" (the source with the shortcuts a student could take in place of the work, see
-  LAZY: each of those exercises must score 0, so the lesson gets partial or zero credit);
+  LAZY, here or in tests/lazy/<lesson>.py: each of those exercises must score 0, so the lesson gets
+  partial or zero credit);
 * `nbgrader export` (the CSV must hold those numbers) and `nbgrader generate_feedback` for
   the lazy student (the HTML must show each failing check's message).
 """
@@ -234,6 +235,21 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             "my_fusible(<plan of"),
     },
 }
+
+
+def _lazy_files() -> dict[str, dict[int, tuple[str, str]]]:
+    """tests/lazy/<lesson stem>.py: a lesson's lazy answers in a file of its own (``LAZY = {n: (code, words)}``)."""
+    found = {}
+    for path in sorted((ROOT / "tests" / "lazy").glob("*.py")):
+        namespace: dict = {}
+        exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
+        found[path.stem] = namespace["LAZY"]
+    return found
+
+
+_extra = _lazy_files()
+assert not set(_extra) & set(LAZY), f"a lesson's lazy answers live in one place: {sorted(set(_extra) & set(LAZY))}"
+LAZY.update(_extra)
 
 
 def test_every_lesson_has_a_lazy_student() -> None:
