@@ -70,8 +70,9 @@ def say(*a: object) -> None:
 
 
 class Net(requests.Session):
-    """requests, retried while the hub (and so the proxy) restarts: connection refused for a few seconds, as a
-    student's browser sees it and JupyterLab rides out."""
+    """requests, retried while the hub restarts, as a student's browser sees it and JupyterLab rides out: the hub's
+    own pages answer 503 from the proxy for a few seconds (scripts/hub keeps the proxy, and so every student's
+    route, running across the restart); connection refused only if the proxy itself is down."""
 
     patience = 120.0
 
@@ -85,7 +86,7 @@ class Net(requests.Session):
                     raise
                 time.sleep(1)
                 continue
-            # the proxy is back but the hub has not re-added the server's route yet: the hub answers instead
+            # a route the hub has not (re-)added yet: the hub answers for the student's server instead
             rerouted = "/user/" in url and "/hub/" not in url and "/hub/" in r.url
             if (r.status_code in (502, 503, 504, 424) or rerouted) and time.monotonic() < deadline:
                 time.sleep(1)
@@ -144,7 +145,8 @@ class Hub:
         raise Failure(f"the hub did not answer within {timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """SIGTERM the hub (it stops its proxy and culler; students' servers keep running)."""
+        """SIGTERM the hub (and its culler; the proxy, started by scripts/hub in a session of its own, and the
+        students' servers keep running)."""
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
             try:
@@ -163,6 +165,14 @@ class Hub:
         kw.setdefault("timeout", 60)
         return net(method, f"{self.url}/hub/api{path}",
                                 headers={"Authorization": f"token {self.token}"}, **kw)
+
+    def proxy_pid(self) -> int | None:
+        """The configurable-http-proxy scripts/hub started for this state folder, if it is running."""
+        try:
+            pid = int((self.state / "proxy.pid").read_text().strip())
+            return pid if psutil.pid_exists(pid) else None
+        except (OSError, ValueError):
+            return None
 
     def server_pid(self, name: str) -> int | None:
         r = self.api("GET", f"/users/{name}")
@@ -337,7 +347,7 @@ class Student:
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     fault: str = ""
-    reconnects: int = 0      # kernel websockets re-opened (the hub restart takes the proxy down for seconds)
+    reconnects: int = 0      # kernel websockets re-opened (a dropped connection, a killed server)
     resent: int = 0          # cells run again because their reply went to a lost connection
     pull_retries: int = 0    # nbgitpuller streams started again
 
@@ -458,7 +468,12 @@ class Run:
     def save_edit(self, s: Student, token: str) -> str:
         """The student writes an answer into lesson 00 (a new first cell) and saves: their edit."""
         path = f"{TARGET}/{LESSONS[0]}"
-        model = self.contents(s, token, path).json()
+        r = self.contents(s, token, path)
+        try:
+            model = r.json()
+            model["content"]["cells"]
+        except (ValueError, KeyError, TypeError):
+            raise Failure(f"reading lesson 00 to edit it: {r.status_code} from {r.url}: {r.text[:300]!r}") from None
         marker = f"# my answer, {s.name}"
         model["content"]["cells"].insert(0, {"cell_type": "code", "execution_count": None, "id": uuid.uuid4().hex[:8],
                                              "metadata": {}, "outputs": [], "source": marker})
@@ -478,7 +493,7 @@ class Run:
                           json={"path": f"{TARGET}/{path}", "type": "notebook", "name": Path(path).name,
                                 "kernel": {"name": "python3"}})
         if not r.ok:
-            raise Failure(f"starting a kernel for {path}: {r.status_code} {r.text[:200]}")
+            raise Failure(f"starting a kernel for {path}: {r.status_code} from {r.url}: {r.text[:300]!r}")
         kid = r.json()["kernel"]["id"]
         return kid, Kernel(base, token, kid, s.name)
 
@@ -598,13 +613,18 @@ class Run:
             time.sleep(1)
         before = {s.name: self.hub.server_pid(s.name) for s in self.students}
         before = {k: v for k, v in before.items() if v}
+        proxy_before = self.hub.proxy_pid()
         t = time.monotonic()
         self.hub.stop()
         self.hub.start()
         after = {name: self.hub.server_pid(name) for name in before}
         kept = [n for n, pid in before.items() if after.get(n) == pid]
+        proxy = ("the proxy kept running (same pid)" if proxy_before and self.hub.proxy_pid() == proxy_before
+                 else f"the proxy did NOT survive (pid {proxy_before} -> {self.hub.proxy_pid()})")
         self.fault_notes.append(f"hub restarted mid-class in {time.monotonic() - t:.1f} s: {len(kept)}/{len(before)} "
-                                "running servers kept their process (same pid) and went on")
+                                f"running servers kept their process (same pid) and went on; {proxy}")
+        if not proxy.startswith("the proxy kept"):
+            self.students[0].failures.append(f"hub restart: {proxy}: students' routes went down with the hub")
         if len(kept) != len(before):
             lost = sorted(set(before) - set(kept))
             self.fault_notes.append(f"  servers lost across the hub restart: {', '.join(lost)}")

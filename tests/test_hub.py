@@ -119,6 +119,19 @@ def test_config_loopback_lab_culler_limits(monkeypatch, tmp_path):
     assert c.JupyterHub.authenticator_class == "shared-password"
 
 
+def test_the_proxy_outlives_the_hub_when_scripts_hub_runs_it(monkeypatch, tmp_path):
+    """scripts/hub starts configurable-http-proxy itself and sets ASGTEACH_HUB_PROXY_TOKEN: the hub must then not
+    start (nor, on exit, stop) it, so a hub restart keeps every student's route; by hand, the hub manages it."""
+    if not shutil.which("node"):
+        pytest.skip("needs Node for the config to load")
+    c = _load_config(monkeypatch, tmp_path, ASGTEACH_HUB_PROXY_TOKEN="p" * 32)
+    assert c.ConfigurableHTTPProxy.should_start is False and c.ConfigurableHTTPProxy.auth_token == "p" * 32
+    monkeypatch.delenv("ASGTEACH_HUB_PROXY_TOKEN")
+    c = _load_config(monkeypatch, tmp_path)
+    assert "should_start" not in c.ConfigurableHTTPProxy
+    assert "setsid" in (ROOT / "scripts" / "hub").read_text(), "scripts/hub starts the proxy in its own session"
+
+
 def test_spawner_applies_rlimits_and_threads(monkeypatch, tmp_path):
     if not shutil.which("node"):
         pytest.skip("needs Node for the config to load")

@@ -23,6 +23,8 @@ ASGTEACH_HUB_CULL_TIMEOUT      seconds of inactivity before jupyterhub-idle-cull
 ASGTEACH_HUB_VENV              the single-user environment (default ``<repo>/.venv``: asgteach, JupyterLab 4,
                                the ipywidgets and ipycytoscape frontend extensions, jupyterhub, nbgitpuller)
 ASGTEACH_HUB_PROXY             the configurable-http-proxy executable (default ``<repo>/.hub/proxy/...``)
+ASGTEACH_HUB_PROXY_TOKEN       set by scripts/hub, which runs the proxy as its own process: the hub then does
+                               not start or stop it (``should_start = False``) and talks to it with this token
 =============================  =================================================================================
 
 What a local-process spawner can and cannot limit
@@ -95,6 +97,13 @@ if not (os.access(PROXY, os.X_OK) or shutil.which(PROXY)):
 c.ConfigurableHTTPProxy.command = [PROXY]
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('ASGTEACH_HUB_PROXY_API_PORT', '8001')}"
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
+if env("ASGTEACH_HUB_PROXY_TOKEN"):
+    # scripts/hub runs the proxy as a process of its own (and sets this token): a hub restart leaves it, and every
+    # student's route in it, alone, so open pages and kernels never see the hub go down. The restarted hub checks
+    # the routes against its database and adds what is missing. Without the token (``jupyterhub -f`` by hand) the
+    # hub starts the proxy itself, and a hub restart takes the routes down with it for a few seconds.
+    c.ConfigurableHTTPProxy.should_start = False
+    c.ConfigurableHTTPProxy.auth_token = env("ASGTEACH_HUB_PROXY_TOKEN")
 
 # --- the hub ---------------------------------------------------------------------------------------------------
 c.JupyterHub.bind_url = f"http://{IP}:{PORT}"
