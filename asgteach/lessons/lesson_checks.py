@@ -21,7 +21,8 @@ from .exercises import ExerciseError
 
 __all__ = [
     "chain_rule_by_hand", "lost_contribution", "div_culprit", "sub_diagnosis", "trained_accuracy",
-    "hessian_from_hvp", "jacobian_by_jvp", "broadcast_strides_check", "offset_check", "groups_check",
+    "hessian_from_hvp", "jacobian_by_jvp", "softmax_jacobian_check", "jvp_by_transposition_check",
+    "broadcast_strides_check", "offset_check", "groups_check",
     "max_pool_routing", "memory_check", "last_use_check", "fusible_check", "show_fusion",
 ]
 
@@ -199,6 +200,128 @@ def jacobian_by_jvp(fn: Callable[..., Any], trials: int = 2) -> None:
         want = (1 - np.tanh(M @ a0) ** 2)[:, None] * M
         check_function(fn, [((jt, a, t, a0), want)], name="jacobian_by_jvp", rtol=1e-8, atol=1e-10)
 
+
+
+def _refuse_library(fn: Any, name: str, *originals: Any) -> None:
+    """Refuse a function whose notebook globals hold the library's own answer (``from asgteach import jvp``)."""
+    found = _borrowed(fn, *originals)
+    if found:
+        raise ExerciseError(f"{name} calls the library's own {found} (imported by name), which the exercise asks "
+                            "you to do without: write it yourself")
+
+
+def _softmax_rows(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_jacobian_check(fn: Callable[[np.ndarray], Any]) -> None:
+    """``fn(y)`` -> softmax's Jacobian dy/dz at the point whose output is ``y``: (n, n), or (b, n, n) for rows.
+
+    Run at fresh probability vectors (sizes 2 to 7, one row and a batch of rows) while the
+    library's autodiff and its softmax are switched off, so the numbers must come from the
+    formula; to round-off, which a finite difference does not reach (the message says so).
+    """
+    import asgteach as at
+
+    from .. import autograd
+
+    _refuse_library(fn, "softmax_jacobian", at.jvp, at.grad, at.hvp, at.softmax)
+    rng = _fresh()
+    cases = [_softmax_rows(rng.standard_normal(n) * 2) for n in (2, 3, 5)]
+    cases += [_softmax_rows(rng.standard_normal((b, n)) * 2) for b, n in ((4, 3), (1, 7))]
+    refuse = [(at, "jvp"), (at, "grad"), (at, "hvp"), (autograd, "jvp"), (autograd, "grad")]
+    for y in cases:
+        want = y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]   # diag(y) - y y^T
+        call = f"softmax_jacobian(<fresh y of shape {y.shape}>)"
+        with without("softmax", "log_softmax", attrs=refuse,
+                      why="section 6's formula gives J from y alone, with numpy"):
+            try:
+                got = fn(y.copy())
+            except (ExerciseError, NotImplementedError):
+                raise
+            except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+                batch = (f"\n  Hint: y here is a batch of rows, shape {y.shape}: return one n x n Jacobian per "
+                         "row, shape (b, n, n) (numpy broadcasting over the leading axis, or a loop over the rows)"
+                         if y.ndim == 2 else "")
+                raise ExerciseError(f"{call} raised {type(e).__name__}: {e}{batch}") from e
+        try:
+            check_array(got, want, name="the Jacobian", where=call, rtol=1e-11, atol=1e-14)
+        except ExerciseError as e:
+            extra = ""
+            arr = np.asarray(got, dtype=np.float64) if np.shape(got) == want.shape else None
+            if y.ndim == 2 and np.shape(got) == (y.shape[-1], y.shape[-1]):
+                extra = ("\n  Hint: y here is a batch of rows (b, n): return one n x n Jacobian per row, "
+                         "shape (b, n, n)")
+            elif arr is not None and np.allclose(arr, want, rtol=1e-4, atol=1e-7):
+                extra = ("\n  It agrees to a few digits only: that is what finite differences give. Use the "
+                         "formula of section 6, J[i, j] = y[i] (delta_ij - y[j]): it is exact to round-off.")
+            elif arr is not None and np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
+                extra = "\n  Hint: the diagonal is y_i - y_i^2 (positive), the rest -y_i y_j."
+            raise ExerciseError(f"{e}{extra}") from None
+
+
+def jvp_by_transposition_check(fn: Callable[..., Any], trials: int = 3) -> None:
+    """``fn(y, x, t)`` -> a Tensor holding J t, built by reverse mode alone (the transposition trick).
+
+    The check builds F: R^4 -> R^3 of its own (not the lesson's), calls ``fn`` inside that
+    graph's ``with`` block while ``at.jvp`` is switched off, allows at most two reverse sweeps
+    (the VJP and the sweep through it: a Jacobian built row by row takes m), and runs the
+    result at fresh x and t, feeding random values to any other input it reads (the
+    cotangent u: J t must not depend on it).
+    """
+    import asgteach as at
+
+    from .. import autograd
+    from ..tensor import Tensor
+
+    _refuse_library(fn, "jvp_by_transposition", at.jvp)
+    rng = _fresh()
+    M = rng.standard_normal((3, 4))
+    N = rng.standard_normal((3, 4))
+    with at.Graph(name="check: F(x) = tanh(M x) * (N x)") as graph:
+        x = at.input("x", (4,))
+        y = at.tanh(at.constant(M) @ x) * (at.constant(N) @ x)
+        t = at.input("t", (4,))
+        sweeps = len(graph.passes)
+        with without(attrs=[(at, "jvp"), (autograd, "jvp")],
+                     why="build J t from reverse-mode sweeps (at.grad), as in section 7"):
+            try:
+                jt = fn(y, x, t)
+            except (ExerciseError, NotImplementedError):
+                raise
+            except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+                raise ExerciseError(f"jvp_by_transposition(y, x, t) on the check's F: R^4 -> R^3 raised "
+                                    f"{type(e).__name__}: {e}") from e
+    call = "jvp_by_transposition(y, x, t) (the check's F(x) = tanh(M x) * (N x), R^4 -> R^3)"
+    if not isinstance(jt, Tensor) or jt.graph is not graph:
+        raise ExerciseError(f"{call} should return a Tensor of y's graph (J t as a node), got "
+                            f"{type(jt).__name__}: keep it a Tensor, the check runs it at points of its own")
+    if jt.shape != y.shape:
+        extra = (" - that is x's shape: J^T u (the VJP itself), or a gradient with respect to x. J t has one entry "
+                 "per output: differentiate <VJP, t> with respect to the cotangent u" if jt.shape == x.shape else "")
+        raise ExerciseError(f"{call} returned a Tensor of shape {jt.shape}; J t should have y's shape {y.shape}{extra}")
+    used = len(graph.passes) - sweeps
+    if used > 2:
+        raise ExerciseError(f"{call} ran {used} reverse sweeps (at.grad calls): the trick needs two, one for the "
+                            "VJP (with the cotangent u as an input) and one through the VJP graph with respect to "
+                            "u. Building J row by row costs one sweep per output.")
+    leaves = at.compile([jt]).leaves
+    for k in range(trials):
+        x0, t0 = rng.standard_normal(4), rng.standard_normal(4)
+        feeds = {leaf.id: rng.standard_normal(leaf.shape) * 3 for leaf in leaves}   # u: any value at all
+        feeds.update({x.node_id: x0, t.node_id: t0})
+        a, b = M @ x0, N @ x0
+        want = ((1 - np.tanh(a) ** 2) * b)[:, None] * M @ t0 + (np.tanh(a)[:, None] * N) @ t0
+        try:
+            got = at.run(jt, feeds)
+        except Exception as e:  # noqa: BLE001 - a tensor that cannot run is a finding
+            raise ExerciseError(f"{call}: running your Tensor failed ({type(e).__name__}: {e})") from e
+        try:
+            check_array(got, want, name="J t", where=f"{call}, fresh x and t, trial {k + 1}", rtol=1e-9, atol=1e-12)
+        except ExerciseError as e:
+            raise ExerciseError(f"{e}\n  Hint: J t = d/du <VJP(u), t>, where VJP(u) = at.grad(y, x, seed=u) and u "
+                                "is an input of y's shape; it must not depend on the value fed to u.") from None
 
 # --- lesson 11: the arithmetic of a kernel, against the backend's own -----------------------------------
 
