@@ -207,6 +207,13 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             "hessian_from_hvp("),
         3: ("with exercise(3):\n    def jacobian_by_jvp(jt, a, t, a0):\n        return np.diag(deriv)\n\n"
             "    J_forward = np.diag(deriv)\n", "jacobian_by_jvp("),
+        4: ("with exercise(4):\n    def softmax_jacobian(y):\n        with at.Graph():\n"
+            '            z_, t_ = at.input("z", np.shape(y)), at.input("t", np.shape(y))\n'
+            "            jt_ = at.jvp(at.softmax(z_), z_, t_)\n"
+            "        return np.stack([at.run(jt_, {z_: np.log(y), t_: e}) for e in np.eye(len(y))], axis=1)\n\n"
+            "    J_soft = J_formula\n", "which the exercise asks you to write yourself"),
+        5: ("with exercise(5):\n    def jvp_by_transposition(y, x, t):\n        return at.jvp(y, x, t)\n\n"
+            "    with gT:\n        jt_mine = jvp_by_transposition(yT, xT, tT)\n", "calls asgteach.jvp"),
     },
     "11-backends": {
         1: ("from asgteach.backends.wgpu_kernels import broadcast_strides\n\nwith exercise(1):\n"
