@@ -1,0 +1,279 @@
+"""Lesson 18's checks (a character RNN, backprop through time), with their answers kept inside them.
+
+The lesson's RNN, in row-vector form (a batch of B rows; weights stored (in, out) like ``at.nn.Linear``)::
+
+    h_t      = tanh(x_t W_xh + h_{t-1} W_hh + b_h)      x_t W_xh = row tokens[:, t] of W_xh (an embedding)
+    logits_t = h_t W_hy + b_y
+    L        = sum over t of CE(logits_t, targets[:, t])  (each CE a mean over the batch)
+
+Everything here is plain numpy, written out by hand (forward, and backward through time): it shares
+no code with asgteach's graphs, so it is an independent reference for them. The checks run the
+student's functions on sequences, sizes and parameters of their own (fresh random ones), so a number
+copied from the lesson cannot pass, and a wrong answer is compared with the usual mistakes to say which
+one it looks like. The lesson imports the public functions only; the ``_private`` ones give the answers
+away: try the lesson first.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .checks import check_array
+from .exercises import ExerciseError
+
+__all__ = ["PARAM_NAMES", "random_rnn", "truncation_bias", "truncated_bptt_check", "gradient_horizon_check"]
+
+#: the parameters of the lesson's RNN, in the order the lesson creates them
+PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
+
+
+def random_rnn(V: int, H: int, rho: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Random parameters for a vocabulary of V and H hidden units, W_hh scaled to spectral radius ``rho``."""
+    W_hh = rng.standard_normal((H, H))
+    return {"W_xh": rng.standard_normal((V, H)) * 0.5,
+            "W_hh": W_hh * (rho / float(np.max(np.abs(np.linalg.eigvals(W_hh))))),
+            "b_h": rng.standard_normal(H) * 0.1,
+            "W_hy": rng.standard_normal((H, V)) / math.sqrt(H),
+            "b_y": rng.standard_normal(V) * 0.1}
+
+
+# --- the reference: forward and backward through time, by hand ------------------------------------------
+
+def _window(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
+            h0: np.ndarray) -> tuple[float, np.ndarray, dict[str, np.ndarray]]:
+    """One window, its own graph: (summed loss, last hidden state, gradients). No gradient leaves through h0."""
+    B, T = tokens.shape
+    rows = np.arange(B)
+    hs, probs, loss = [h0], [], 0.0
+    for t in range(T):
+        hs.append(np.tanh(P["W_xh"][tokens[:, t]] + hs[-1] @ P["W_hh"] + P["b_h"]))
+        z = hs[-1] @ P["W_hy"] + P["b_y"]
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+        loss -= float(np.mean(np.log(p[rows, targets[:, t]])))
+        probs.append(p)
+    grads = {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
+    dh_next = np.zeros_like(h0)
+    for t in reversed(range(T)):
+        dz = probs[t].copy()
+        dz[rows, targets[:, t]] -= 1.0
+        dz /= B
+        grads["W_hy"] += hs[t + 1].T @ dz
+        grads["b_y"] += dz.sum(axis=0)
+        da = (dz @ P["W_hy"].T + dh_next) * (1.0 - hs[t + 1] ** 2)
+        np.add.at(grads["W_xh"], tokens[:, t], da)
+        grads["W_hh"] += hs[t].T @ da
+        grads["b_h"] += da.sum(axis=0)
+        dh_next = da @ P["W_hh"].T
+    return loss, hs[-1], grads
+
+
+def _truncated(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray, k: int,
+               mistake: str = "") -> tuple[float, dict[str, np.ndarray]]:
+    """Truncated BPTT over windows of k steps from h = 0, or one of the usual ``mistake``s."""
+    B, T = tokens.shape
+    h = np.zeros((B, P["W_hh"].shape[0]))
+    if mistake == "full":                       # gradient flows across the windows: full BPTT
+        k = T
+    total, grads = 0.0, {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
+    for start in range(0, T, k):
+        stop = min(start + k, T)
+        if mistake == "drop_partial" and stop - start < k:
+            break
+        if mistake == "reset":
+            h = np.zeros_like(h)
+        loss, h, g = _window(P, tokens[:, start:stop], targets[:, start:stop], h)
+        if mistake == "last_only":
+            total, grads = loss, g
+        else:
+            total += loss
+            grads = {n: grads[n] + g[n] for n in PARAM_NAMES}
+    return total, grads
+
+
+def truncation_bias(params: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
+                    ks: Sequence[int]) -> list[float]:
+    """For each window length k: |truncated gradient - full gradient| / |full gradient| (all parameters).
+
+    Computed with this module's reference (numpy by hand, not the exercise's answer): the
+    relative size of what truncated BPTT leaves out.
+    """
+    def flat(g: Mapping[str, np.ndarray]) -> np.ndarray:
+        return np.concatenate([np.ravel(g[n]) for n in PARAM_NAMES])
+
+    full = flat(_truncated(params, tokens, targets, tokens.shape[1])[1])
+    return [float(np.linalg.norm(flat(_truncated(params, tokens, targets, k)[1]) - full) / np.linalg.norm(full))
+            for k in ks]
+
+
+# --- exercise 1: truncated BPTT ---------------------------------------------------------------------------
+
+_MISTAKES = {
+    "full": ("these are the gradients of FULL backprop through time: the gradient flows across the windows. "
+             "Run one graph per window and feed the carried hidden state as a value (the window's input h0), "
+             "so no graph path joins two windows"),
+    "reset": ("this is what you get when the hidden state starts from zero in every window: carry the last "
+              "hidden state of each window into the next one as its h0 (only the very first window starts "
+              "from zeros)"),
+    "last_only": ("this is the last window's alone: add up the windows' losses and gradients, do not keep only "
+                  "the last one"),
+    "drop_partial": ("this leaves out the last, shorter window: when k does not divide T, the last window has "
+                     "T mod k steps (a graph of its own length)"),
+}
+
+
+def _call(fn: Callable[..., Any], P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
+          k: int, where: str) -> tuple[float, dict[str, Any]]:
+    try:
+        got = fn({n: v.copy() for n, v in P.items()}, tokens.copy(), targets.copy(), k)
+    except (ExerciseError, NotImplementedError):
+        raise
+    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
+        raise ExerciseError(f"{where} raised {type(e).__name__}: {e}\n  Hint: the check uses sizes of its own: take "
+                            "B and T from tokens.shape, V and H from params['W_xh'].shape") from e
+    if not isinstance(got, (tuple, list)) or len(got) != 2 or not isinstance(got[1], Mapping):
+        raise ExerciseError(f"{where} should return (loss, grads): the summed loss and a dict {{name: gradient}}, "
+                            f"got {type(got).__name__}: {got!r:.80}")
+    loss, grads = got
+    missing = [n for n in PARAM_NAMES if n not in grads]
+    if missing:
+        raise ExerciseError(f"{where}: the gradients dict lacks {missing} (it should have {list(PARAM_NAMES)})")
+    try:
+        loss = float(np.asarray(loss, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{where}: the loss should be a number, got {type(loss).__name__}") from None
+    return loss, dict(grads)
+
+
+def _same(loss: float, grads: Mapping[str, Any], ref: tuple[float, Mapping[str, np.ndarray]],
+          with_loss: bool = True) -> bool:
+    ok = not with_loss or bool(np.isclose(loss, ref[0], rtol=1e-6, atol=1e-9))
+    return ok and all(np.shape(grads[n]) == ref[1][n].shape
+                      and np.allclose(np.asarray(grads[n], dtype=np.float64), ref[1][n], rtol=1e-5, atol=1e-8)
+                      for n in PARAM_NAMES)
+
+
+def truncated_bptt_check(fn: Callable[..., Any]) -> None:
+    """``fn(params, tokens, targets, k) -> (loss, grads)``: truncated BPTT on batches and sizes of the check's own.
+
+    The cases: k dividing T, k not dividing T (a shorter last window), k = T (must be full BPTT) and
+    k = 1; each at fresh parameters (V = 7 characters, H = 5 hidden units, W_hh at spectral radius 1.2,
+    so that what crosses a window boundary is not negligible).
+    """
+    rng = np.random.default_rng()
+    V, H = 7, 5
+    for B, T, k in [(3, 12, 4), (2, 11, 4), (2, 9, 9), (2, 5, 1)]:
+        P = random_rnn(V, H, 1.2, rng)
+        tokens, targets = rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
+        where = f"truncated_grads(<params V={V} H={H}>, <tokens {tokens.shape}>, <targets {targets.shape}>, k={k})"
+        loss, grads = _call(fn, P, tokens, targets, k, where)
+        ref = _truncated(P, tokens, targets, k)
+        if _same(loss, grads, ref):
+            continue
+        windows = f"{-(-T // k)} window(s) of {k} step(s)" + (f", the last of {T % k}" if T % k else "")
+        for mistake, why in _MISTAKES.items():
+            if (mistake == "full" and k == T) or (mistake == "drop_partial" and T % k == 0):
+                continue
+            if _same(loss, grads, _truncated(P, tokens, targets, k, mistake), with_loss=mistake != "full"):
+                raise ExerciseError(f"{where} ({windows}): {why}.")
+        if not np.isclose(loss, ref[0], rtol=1e-6, atol=1e-9):
+            check_array(loss, ref[0], name="the loss", where=f"{where}, {windows}", rtol=1e-6)
+        for n in PARAM_NAMES:
+            try:
+                check_array(grads[n], ref[1][n], name=f"d loss/d {n}", where=f"{where}, {windows}", rtol=1e-5,
+                            atol=1e-8)
+            except ExerciseError as e:
+                extra = (" With k = T there is one window: the result must be full BPTT." if k == T else
+                         " The loss is right, so the forward pass is: look at how the windows' gradients are "
+                         "combined (a sum over the windows, each from its own graph).")
+                raise ExerciseError(f"{e}\n  Hint:{extra}") from None
+
+
+# --- exercise 2: how far back does the gradient reach? -----------------------------------------------------
+
+def _horizon(W_hh: np.ndarray, hs: Sequence[np.ndarray], g_last: np.ndarray, threshold: float,
+             mistake: str = "") -> tuple[np.ndarray, int | None]:
+    T = len(hs)
+    norms = np.zeros(T)
+    g = np.asarray(g_last, dtype=np.float64)
+    norms[T - 1] = np.linalg.norm(g)
+    W = W_hh if mistake == "no_transpose" else W_hh.T
+    for t in range(T - 1, 0, -1):
+        local = 1.0 if mistake == "no_tanh" else 1.0 - hs[t - 1 if mistake == "previous_h" else t] ** 2
+        g = (g * local) @ W
+        norms[t - 1] = np.linalg.norm(g)
+    below = [j for j in range(1, T) if norms[T - 1 - j] < threshold * norms[T - 1]]
+    return norms, (below[0] if below else None)
+
+
+_HORIZON_MISTAKES = {
+    "previous_h": "the tanh derivative belongs to the step's own output: dh_t/dh_{t-1} uses 1 - h_t**2, not "
+                  "1 - h_{t-1}**2",
+    "no_tanh": "the tanh derivative (1 - h_t**2) is missing from each step",
+    "no_transpose": "row vectors: h_t = tanh(... + h_{t-1} @ W_hh), so the gradient goes back through W_hh.T, "
+                    "not W_hh",
+}
+
+
+def gradient_horizon_check(fn: Callable[..., Any]) -> None:
+    """``fn(W_hh, hs, g_last, threshold) -> (norms, j)`` on hidden states, W_hh and thresholds of the check's own.
+
+    W_hh is drawn at spectral radii from 0.5 (fast vanishing) to 2.5 (no vanishing: j is None there).
+    """
+    rng = np.random.default_rng()
+    V, H, B, T = 9, 6, 3, 40
+    for rho, threshold in [(0.5, 1e-3), (0.85, 1e-2), (1.0, 1e-3), (2.5, 1e-3)]:
+        for _ in range(100):   # the last case is one where the gradient does not vanish (j is None): draw one
+            P = random_rnn(V, H, rho, rng)
+            tokens = rng.integers(0, V, (B, T))
+            h, hs = np.zeros((B, H)), []
+            for t in range(T):
+                h = np.tanh(P["W_xh"][tokens[:, t]] + h @ P["W_hh"] + P["b_h"])
+                hs.append(h)
+            g_last = rng.standard_normal((B, H))
+            want_norms, want_j = _horizon(P["W_hh"], hs, g_last, threshold)
+            if rho < 2 or want_j is None:
+                break
+        where = f"gradient_horizon(<W_hh {H}x{H}, spectral radius {rho}>, <{T} states {(B, H)}>, g_last, {threshold})"
+        try:
+            got = fn(P["W_hh"].copy(), [x.copy() for x in hs], g_last.copy(), threshold)
+        except (ExerciseError, NotImplementedError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+            raise ExerciseError(f"{where} raised {type(e).__name__}: {e}\n  Hint: the check uses sizes of its own: "
+                                "take T from len(hs) and the shapes from the arrays") from e
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            raise ExerciseError(f"{where} should return (norms, j), got {type(got).__name__}: {got!r:.80}")
+        norms, j = got
+        if np.shape(norms) != (T,) or not np.allclose(np.asarray(norms, dtype=np.float64), want_norms, rtol=1e-6,
+                                                      atol=1e-300):
+            for mistake, why in _HORIZON_MISTAKES.items():
+                if np.shape(norms) == (T,) and np.allclose(np.asarray(norms, dtype=np.float64),
+                                                          _horizon(P["W_hh"], hs, g_last, threshold, mistake)[0],
+                                                          rtol=1e-6, atol=1e-300):
+                    raise ExerciseError(f"{where}: the norms are off: {why}.")
+            try:
+                check_array(norms, want_norms, name="norms", where=where, rtol=1e-6, atol=1e-300)
+            except ExerciseError as e:
+                raise ExerciseError(f"{e}\n  Hint: norms[t] is the norm of dL/dh_t over the whole (B, H) array; "
+                                    "start from norms[T-1] = |g_last| and apply g <- (g * (1 - h_t**2)) @ W_hh.T "
+                                    "once per step back") from None
+        if j != want_j:
+            bound = math.ceil(math.log(threshold) / math.log(rho)) if rho < 1 else None
+            if want_j is None:
+                hint = ("the norms never fall below threshold * norms[-1] here (W_hh's spectral radius is "
+                        f"{rho}): j should be None")
+            elif j is not None and bound is not None and j == bound and j != want_j:
+                hint = ("that is the estimate rho**j < threshold from the spectral radius alone; measure it "
+                        "from the norms (the tanh derivatives and W_hh's non-normality change it)")
+            elif isinstance(j, (int, np.integer)) and j in (want_j - 1, want_j + 1):
+                hint = ("off by one: j counts steps back from the last state, so norms[T - 1 - j] is the "
+                        "first norm below threshold * norms[T - 1]")
+            elif isinstance(j, (int, np.integer)) and j == T - 1 - want_j:
+                hint = "that is the index t of the state; j counts steps back from the last one (j = T - 1 - t)"
+            else:
+                hint = "the smallest j >= 1 with norms[T - 1 - j] < threshold * norms[T - 1], or None"
+            raise ExerciseError(f"{where}: j should be {want_j!r}, got {j!r}. {hint}")

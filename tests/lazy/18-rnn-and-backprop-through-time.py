@@ -1,0 +1,22 @@
+"""Lesson 18's lazy student: full BPTT in place of the truncated one, and the rho**j estimate in place of measuring."""
+
+LAZY = {
+    1: ("with exercise(1):\n"
+        "    def truncated_grads(params, tokens, targets, k):\n"
+        "        # one graph over the whole sequence: k is ignored, the gradient flows across every window\n"
+        "        B = tokens.shape[0]\n"
+        "        loss, _, grads = run_window(params, tokens, targets, np.zeros((B, params['W_hh'].shape[0])))\n"
+        "        return loss, grads\n\n"
+        "    tbptt_loss, tbptt_grads = truncated_grads(P, tokens, targets, 15)\n",
+        "FULL backprop through time"),
+    2: ("with exercise(2):\n"
+        "    def gradient_horizon(W_hh, hs, g_last, threshold):\n"
+        "        # the spectral radius alone: |g| shrinks like rho**n\n"
+        "        rho = np.max(np.abs(np.linalg.eigvals(W_hh)))\n"
+        "        T = len(hs)\n"
+        "        norms = np.linalg.norm(g_last) * rho ** np.arange(T - 1, -1, -1.0)\n"
+        "        j = int(np.ceil(np.log(threshold) / np.log(rho))) if rho < 1 else None\n"
+        "        return norms, j\n\n"
+        "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n",
+        "the norm of dL/dh_t"),
+}
