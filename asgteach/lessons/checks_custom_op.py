@@ -1,0 +1,490 @@
+"""The checks of lesson 17 ("your own op"): a student's OpSpec, tried where the student did not look.
+
+An op written in a notebook cell is a bundle of promises: a shape rule, a numpy kernel, a backward
+rule in graph ops, a WGSL formula and two explanations, all about the same function. A check that
+ran the op at the lesson's own points with the lesson's own attribute value would pass a kernel
+that ignores its attribute, a backward rule that is right only at ``alpha = 1`` and a GPU formula
+with the number written in. So each check here
+
+* builds its own graphs on **fresh shapes**, draws **fresh points** and **fresh attribute values**
+  (never the default alone), and compares with a reference that lives only in this module;
+* gradient-checks the backward rule in float64 at those points and values, and says so when the
+  rule is right at the default value only;
+* runs the ``wgsl_expr`` on the wgpu backend (float32) against the numpy reference, or, where
+  this machine has no adapter, says so loudly and evaluates the formula with a numpy stand-in
+  for WGSL (which catches a wrong formula, not a WGSL syntax error);
+* reads the explanation the inspector will show: both languages, all six fields, formulas that
+  matplotlib's mathtext can draw.
+
+:func:`bce_check` (exercise 2) also tries the op at **extreme** logits, where the textbook formula
+overflows, and refuses the library's own ``softplus`` while the student's op runs.
+
+This file gives the answers away: try the lesson first.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import warnings
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .checks import check_array, without
+from .exercises import ExerciseError
+
+__all__ = ["elu_check", "bce_check", "wgsl_standin"]
+
+_FIELDS = ("headline", "what", "formula", "vjp", "why", "pitfalls")
+_CYRILLIC = re.compile("[\u0400-\u04ff]")
+#: float32 parity, as ``asgteach check`` measures it: a few float32 roundings per operation
+_GPU_RTOL, _GPU_ATOL = 2e-5, 2e-5
+
+
+# --- the references (what the student's op must compute) --------------------------------------------
+
+def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+def _elu_grad(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > 0, 1.0, alpha * np.exp(np.minimum(x, 0.0)))
+
+
+def _bce(z: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, z) - z * t
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+# --- small helpers ----------------------------------------------------------------------------------
+
+def _registered(op: Any, name: str, arity: int, what: str) -> Any:
+    """The student's OpSpec, after checking that it is what the registry holds under ``name``."""
+    from ..ops import REGISTRY, OpSpec
+
+    if not isinstance(op, OpSpec):
+        raise ExerciseError(f"{what} should be the OpSpec(...) you registered, got {type(op).__name__}: "
+                            f"{op!r:.80}")
+    if op.name != name:
+        raise ExerciseError(f"{what} is called {op.name!r}; the exercise names it {name!r} (name={name!r})")
+    if REGISTRY.get(name) is not op:
+        raise ExerciseError(f"the op registered as {name!r} is not {what}: run your whole answer cell, which "
+                            f"defines {what} and registers it with reregister({what})")
+    if op.arity != arity:
+        raise ExerciseError(f"{name} takes {arity} tensor input(s), but {what} says arity={op.arity}")
+    return op
+
+
+def _fail(message: str, hint: str = "") -> ExerciseError:
+    return ExerciseError(message + (f"\n  Hint: {hint}" if hint else ""))
+
+
+def _first_line(e: BaseException, limit: int = 300, keep_lines: bool = False) -> str:
+    """``Type: message``, on one line (or indented lines, for a shader compiler's picture of the error)."""
+    lines = [line.rstrip() for line in str(e).splitlines() if line.strip()]
+    if keep_lines:
+        return f"{type(e).__name__}:\n" + "\n".join(f"    {line}" for line in lines)[:limit]
+    return f"{type(e).__name__}: {' '.join(line.strip() for line in lines)[:limit]}"
+
+
+def _build(name: str, shapes: Sequence[tuple[int, ...]], **attrs: Any) -> tuple[list[Any], Any]:
+    """Inputs of ``shapes`` and ``apply(name, *inputs, **attrs)`` in a fresh graph; the shape rule must agree."""
+    from .. import graph as _graph
+    from ..ops import apply, leaves
+
+    with _graph.Graph(f"check {name}"):
+        xs = [leaves.input(f"in{i}", s) for i, s in enumerate(shapes)]
+        try:
+            y = apply(name, *xs, **attrs)
+        except (NotImplementedError, ExerciseError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the student's shape rule failing is a finding
+            shown = ", ".join(str(s) for s in shapes)
+            raise _fail(f"{name} on input shape(s) {shown}: building the node failed ({_first_line(e)})",
+                        "infer gets the input shapes (and the attributes as keywords: write **_ to accept them) "
+                        "and returns the output shape") from None
+    return xs, y
+
+
+def _run(outputs: Any, feeds: dict[Any, np.ndarray], backend: str = "numpy", what: str = "") -> Any:
+    from ..backends import run
+
+    try:
+        return run(outputs, feeds, backend=backend, on_nan="ignore")
+    except NotImplementedError:
+        raise
+    except ExerciseError:
+        raise  # without(...) refusing the library's op
+    except Exception as e:  # noqa: BLE001 - a kernel that cannot run is a finding
+        buried = _buried(e)
+        if buried is not None:
+            raise buried from None
+        raise _fail(f"running {what} on the {backend} backend failed: "
+                    f"{_first_line(e, 1200, keep_lines=backend != 'numpy')}") from None
+
+
+def _buried(e: BaseException) -> BaseException | None:
+    """An error a backend or autograd wrapped in its own that must reach ``check(n)`` as it is.
+
+    ``without(...)``'s ExerciseError (the library's op was called) and an unfinished exercise's
+    ``NotImplementedError`` (a stub function called by a kernel or a rule: "not done yet").
+    """
+    seen: set[int] = set()
+    cause: BaseException | None = e
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (ExerciseError, NotImplementedError)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
+def _gpu() -> bool:
+    from ..backends import available
+
+    return "wgpu" in available()
+
+
+def _loud(lines: Sequence[str]) -> None:
+    bar = "!" * 78
+    print("\n".join([bar, *(f"!! {line}" for line in lines), bar]))
+
+
+# --- WGSL without a GPU ------------------------------------------------------------------------------
+
+def _select(f: Any, t: Any, cond: Any) -> Any:
+    return np.where(cond, t, f)
+
+
+def _clamp(x: Any, lo: Any, hi: Any) -> Any:
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _softplus(x: Any, beta: Any) -> Any:
+    return np.logaddexp(0.0, beta * x) / beta
+
+
+#: WGSL's built-ins (and the helpers of shaders/elementwise_math.wgsl) that the stand-in knows
+_WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "abs": np.abs, "sqrt": np.sqrt, "tanh": np.tanh, "sign": np.sign,
+    "max": np.maximum, "min": np.minimum, "pow": np.power, "select": _select, "clamp": _clamp,
+    "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
+    "f_log": np.log, "f_sqrt": np.sqrt, "f_tanh": np.tanh, "f_log1p": np.log1p, "f_relu": lambda x: np.maximum(x, 0),
+    "f_max": np.maximum, "f_min": np.minimum, "f_pow": np.power, "f_softplus": _softplus,
+    "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+}
+_ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,
+                  ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq,
+                  ast.NotEq, ast.BitAnd, ast.BitOr, ast.Invert, ast.Mod)
+
+
+def wgsl_standin(expr: str, dtype: Any = np.float32, **values: Any) -> np.ndarray:
+    """Evaluate a one-line WGSL ``expr`` with numpy, in ``dtype``: what a check does where there is no GPU.
+
+    ``values`` are the inputs (``x``; or ``a``, ``b``) and the number attributes by name. Only
+    arithmetic, comparisons, ``&&``/``||``/``!`` and the functions WGSL and
+    ``shaders/elementwise_math.wgsl`` offer (``select``, ``exp``, ``f_log1p``, ...) are understood; a
+    ``ValueError`` says what is not. It checks the formula's mathematics, never its WGSL syntax.
+
+    >>> float(wgsl_standin("select(alpha * x, x, x > 0.0)", x=np.float32(-2.0), alpha=0.5))
+    -1.0
+    """
+    text = re.sub(r"(\d)[fh]\b", r"\1", expr)                   # 1.0f -> 1.0
+    text = text.replace("&&", " & ").replace("||", " | ")
+    text = re.sub(r"!(?!=)", " ~", text)
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as e:
+        raise ValueError(f"cannot read {expr!r} as one expression ({e.msg})") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ValueError(f"{expr!r} uses {type(node).__name__}, which the stand-in does not know")
+        if isinstance(node, ast.Name) and node.id not in values and node.id not in _WGSL_FUNCTIONS:
+            raise ValueError(f"{expr!r} names {node.id!r}, which is neither an input, an attribute nor a function "
+                             f"the stand-in knows")
+    names = {k: (np.asarray(v, dtype=dtype) if not callable(v) else v) for k, v in values.items()}
+    with np.errstate(all="ignore"):
+        out = eval(compile(tree, "<wgsl>", "eval"), {"__builtins__": {}}, {**_WGSL_FUNCTIONS, **names})  # noqa: S307
+    return np.asarray(out, dtype=dtype)
+
+
+def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], dict[str, np.ndarray]]],
+                    reference: Callable[..., np.ndarray], hint: str) -> None:
+    """Run ``name`` on wgpu for each (attrs, inputs) case against ``reference``; without a GPU, the stand-in."""
+    if not isinstance(expr, str):
+        raise _fail(f"{name}'s wgsl_expr should be the formula as text, got {type(expr).__name__}: {expr!r:.60}")
+    gpu = _gpu()
+    if not gpu:
+        _loud([f"NO WGPU ADAPTER on this machine: your wgsl_expr for {name} was NOT compiled or run as a shader.",
+               "The check evaluates it with a numpy stand-in for WGSL instead: that tests the formula,",
+               "not its WGSL syntax. Run this check where a GPU or Mesa's lavapipe (mesa-vulkan-drivers)",
+               "is installed, or run asgteach doctor to see what is missing."])
+    for attrs, inputs in cases:
+        f32 = {k: v.astype(np.float32) for k, v in inputs.items()}
+        want = reference(*(v.astype(np.float64) for v in f32.values()), **attrs)
+        label = f"{name}({', '.join(f32)}{''.join(f', {k}={v:.4g}' for k, v in attrs.items())})"
+        if gpu:
+            xs, y = _build(name, [v.shape for v in f32.values()], **attrs)
+            got = _run(y, dict(zip(xs, f32.values())), backend="wgpu", what=f"{label} (your wgsl_expr)")
+            place = "on the GPU (wgpu, float32)"
+        else:
+            if expr.count("(") != expr.count(")"):
+                raise _fail(f"your wgsl_expr {expr!r} has {expr.count('(')} '(' but {expr.count(')')} ')': a shader "
+                            "compiler would refuse it")
+            try:
+                got = wgsl_standin(expr, **f32, **attrs)
+            except ValueError as e:
+                print(f"(the stand-in could not evaluate it - {e} - so the formula was not checked)")
+                return
+            place = "in the numpy stand-in for WGSL (float32)"
+        scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+        try:
+            check_array(got, want, name=label, where=f"your wgsl_expr {expr!r}, {place}", rtol=_GPU_RTOL,
+                        atol=_GPU_ATOL * scale)
+        except ExerciseError as e:
+            raise _fail(str(e), hint) from None
+
+
+def _explain_record(op: Any, name: str, must_name: str = "") -> None:
+    """Both languages, all six fields as non-empty text, Russian in the Russian one, drawable formulas."""
+    from matplotlib import mathtext
+
+    from .. import explain
+
+    rec = op.explain
+    if not isinstance(rec, dict) or set(rec) < {"en", "ru"}:
+        have = sorted(rec) if isinstance(rec, dict) else rec
+        raise _fail(f"{name}'s explain should hold one record per language, 'en' and 'ru'; it has {have!r}",
+                    "explain={'en': {'headline': ..., 'what': ..., ...}, 'ru': {...}}")
+    for lang in ("en", "ru"):
+        fields = rec[lang]
+        missing = [f for f in _FIELDS if not (isinstance(fields.get(f), str) and fields[f].strip())]
+        if missing:
+            raise _fail(f"explain[{lang!r}] of {name} has no {', '.join(missing)}: the inspector shows all six "
+                        f"fields ({', '.join(_FIELDS)})")
+        for f in ("formula", "vjp"):
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    mathtext.math_to_image(f"${fields[f]}$", io.BytesIO(), format="png")
+            except Exception as e:  # noqa: BLE001 - LaTeX that does not draw is the finding
+                raise _fail(f"explain[{lang!r}][{f!r}] of {name} is not LaTeX that matplotlib can draw: "
+                            f"{_first_line(e, 200)}", "write it without the $...$ around it, e.g. "
+                            r"'y = \frac{x}{1 + |x|}'; braces must pair up") from None
+            if must_name and not re.search(rf"\\{must_name}\b|\b{must_name}\b|α", fields[f]):
+                raise _fail(f"explain[{lang!r}][{f!r}] of {name} does not show {must_name}: the formula and the "
+                            f"backward rule both depend on it (write \\{must_name} in LaTeX)")
+    prose = " ".join(rec["ru"][f] for f in ("headline", "what", "why", "pitfalls"))
+    if not _CYRILLIC.search(prose):
+        raise _fail(f"explain['ru'] of {name} has no Russian in its headline, what, why or pitfalls: a student "
+                    "who picks Russian in the inspector would read English",
+                    "formulas stay the same in every language; the words do not")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a missing language would warn and fall back to English
+        for lang in ("en", "ru"):
+            text = explain.explain(name, lang)
+            if text.headline != rec[lang]["headline"]:
+                raise _fail(f"explain.explain({name!r}, {lang!r}) does not show your record: re-run your answer "
+                            "cell so that the registry holds the OpSpec you wrote")
+
+
+# --- exercise 1: elu(x, alpha) --------------------------------------------------------------------------
+
+def _gradcheck(y: Any, xs: Sequence[Any], feeds: dict[Any, np.ndarray]) -> Any:
+    from .. import gradcheck
+
+    try:
+        return gradcheck(y, list(xs), feeds, atol=1e-7, rtol=1e-6, progress=False)
+    except (NotImplementedError, ExerciseError):
+        raise
+    except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
+        buried = _buried(e)
+        if buried is not None:
+            raise buried from None
+        raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}",
+                    "vjp(c, g) returns a tuple with one Tensor per input, made of graph ops: at.exp, at.where, "
+                    "*, + ... on c.inputs, c.out and g (never numpy arrays, which have no graph)") from None
+
+
+def _away_from_zero(rng: np.random.Generator, shape: tuple[int, ...], lo: float = 0.15, hi: float = 2.5) -> np.ndarray:
+    return rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def elu_check(op: Any, seed: int | None = None) -> None:
+    """Exercise 1: the student's ``elu`` OpSpec (attribute ``alpha``) at fresh shapes, points and alphas.
+
+    In order: registered under "elu" with ``alpha`` a number attribute defaulting to 1.0; the shape
+    rule on shapes of its own; the numpy kernel against the reference for three alphas (1 and two
+    fresh ones); the backward rule by a float64 gradcheck at each of them (right at alpha = 1 only
+    is named as such); the explanation in both languages; the WGSL formula on the GPU at the two fresh
+    alphas and 1.0 (a formula with the number written in fails), or the stand-in without one.
+    """
+    name = "elu"
+    _registered(op, name, 1, "ELU")
+    if op.category != "activation":
+        raise _fail(f"elu is an activation: category='activation' (got {op.category!r}), which nn.MLP and the "
+                    "graph view's colours read")
+    if "alpha" not in op.float_attrs or op.attrs.get("alpha") != 1.0:
+        raise _fail(f"elu's attributes should be {{'alpha': 1.0}} (a number, default 1.0); got attrs={op.attrs!r}",
+                    "attrs lists the static arguments with their defaults; the kernel reads them as keywords")
+    rng = np.random.default_rng(seed)
+    alphas = [1.0, *(float(a) for a in rng.uniform(0.2, 0.8, 1)), *(float(a) for a in rng.uniform(1.5, 3.0, 1))]
+
+    # the shape rule
+    for shape in [(), (int(rng.integers(2, 7)),), (2, int(rng.integers(2, 5)), 3)]:
+        _, y = _build(name, [shape], alpha=alphas[1])
+        if y.shape != shape:
+            raise _fail(f"elu of an input of shape {shape} should have shape {shape} (elementwise), the shape rule "
+                        f"gave {y.shape}")
+
+    # the numpy kernel, at each alpha
+    shape = (int(rng.integers(2, 5)), int(rng.integers(3, 6)))
+    X = rng.standard_normal(shape) * 2.0
+    right_at: list[float] = []
+    for a in alphas:
+        (x,), y = _build(name, [shape], alpha=a)
+        got = _run(y, {x: X}, what=f"elu(x, alpha={a:.4g})")
+        try:
+            check_array(got, _elu(X, a), name=f"elu(x, alpha={a:.4g})", where="your numpy kernel, at fresh points",
+                        rtol=1e-9, atol=1e-12)
+            right_at.append(a)
+        except ExerciseError as e:
+            hint = ("it is right at alpha=1.0 only: the kernel gets alpha as a keyword argument "
+                    "(numpy=lambda x, alpha=1.0: ...) and must use it" if 1.0 in right_at else
+                    "elu(x) = x for x > 0 and alpha * (exp(x) - 1) for x <= 0")
+            raise _fail(str(e), hint) from None
+
+    # the backward rule, at each alpha: a float64 gradcheck of sum(w * elu(x)) away from the kink at 0
+    from ..ops import leaves
+
+    right_at = []
+    for a in alphas:
+        (x,), y = _build(name, [shape], alpha=a)
+        with y.graph:
+            w = leaves.input("w", shape)
+            loss = _sum(w * y)
+        feeds = {x: _away_from_zero(rng, shape), w: rng.standard_normal(shape)}
+        report = _gradcheck(loss, [x], feeds)
+        if report.ok:
+            right_at.append(a)
+            continue
+        bad = report.inputs[0]
+        where = f"[{', '.join(str(int(i)) for i in bad.worst_index)}]" if bad.worst_index is not None else ""
+        xv = float(feeds[x][tuple(bad.worst_index)]) if bad.worst_index is not None else float("nan")
+        msg = (f"your vjp gives a wrong gradient for elu(x, alpha={a:.4g}) (float64 gradcheck at fresh points): "
+               f"the worst element, x{where} = {xv:.4g}: numerical {bad.numerical:.6g} vs your rule "
+               f"{bad.analytical:.6g}")
+        if 1.0 in right_at:
+            raise _fail(msg, "it is right at alpha=1.0 only: read the node's own alpha in the rule, c.attrs['alpha']")
+        raise _fail(msg, "d elu/dx is 1 for x > 0 and alpha * exp(x) (= elu(x) + alpha) for x <= 0; the rule "
+                         "returns g times that, as a tuple: (g * ...,)")
+
+    _explain_record(op, name, must_name="alpha")
+
+    # the WGSL formula: two fresh alphas (and the default), fresh points, float32
+    expr = op.wgsl_expr
+    if isinstance(expr, str) and not re.search(r"\balpha\b", expr):
+        raise _fail(f"your wgsl_expr {expr!r} never names alpha, so every elu node would compute with the same "
+                    "number, whatever its alpha", "the kernel gets each number attribute by its own name: write "
+                    "alpha in the formula, as the input is x")
+    Xg = rng.standard_normal((3, int(rng.integers(3, 7)))) * 2.0
+    _gpu_or_standin(name, expr, [({"alpha": a}, {"x": Xg}) for a in alphas[1:] + alphas[:1]], _elu,
+                    hint="WGSL's if-else for one value is select(if_false, if_true, condition); the attribute is "
+                         "alpha, the input x, and float literals need a point (1.0)")
+
+
+def _sum(t: Any) -> Any:
+    from ..ops import apply
+
+    return apply("sum", t, axis=tuple(range(len(t.shape))), keepdims=False)
+
+
+# --- exercise 2: binary cross-entropy with logits, stable ------------------------------------------------
+
+def _extreme(rng: np.random.Generator, shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
+    return rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def bce_check(op: Any, seed: int | None = None) -> None:
+    """Exercise 2: the student's ``bce_logits(z, t)`` at fresh shapes, moderate and EXTREME logits.
+
+    The numpy kernel in float64 at |z| up to 1000 (where exp(z) overflows), the backward rule by a
+    gradcheck at moderate points and against the reference gradient at extreme ones (no NaN from
+    inf/inf), the WGSL formula in float32 at |z| up to 300 (where exp(z) overflows float32).
+    The library's softplus is switched off while the student's op runs.
+    """
+    name = "bce_logits"
+    _registered(op, name, 2, "BCE")
+    rng = np.random.default_rng(seed)
+    why = "the exercise is the stable formula itself, written with numpy (section 5 shows how softplus is made stable)"
+    shape = (int(rng.integers(2, 5)), int(rng.integers(3, 7)))
+    Zm, Tm = rng.standard_normal(shape) * 3.0, rng.uniform(0.0, 1.0, shape)
+    Ze, Te = _extreme(rng, shape, 40.0, 1000.0), rng.uniform(0.0, 1.0, shape)
+    Te[0, 0], Te[-1, -1] = 0.0, 1.0
+    with without("softplus", why=why):
+        (z, t), y = _build(name, [shape, shape])
+        if y.shape != shape:
+            raise _fail(f"bce_logits of two inputs of shape {shape} should have shape {shape}, got {y.shape}")
+        for label, Z, T in [("moderate", Zm, Tm), ("extreme", Ze, Te)]:
+            got = _run(y, {z: Z, t: T}, what=f"bce_logits at {label} logits")
+            try:
+                check_array(got, _bce(Z, T), name="bce_logits(z, t)",
+                            where=f"your numpy kernel in float64, at fresh {label} logits |z| up to "
+                                  f"{np.abs(Z).max():.0f}", rtol=1e-9, atol=1e-12)
+            except ExerciseError as e:
+                hint = ("at |z| that large, exp(z) overflows float64 (above z = 709.8) and sigmoid(z) rounds to "
+                        "exactly 1 (above z = 37), so log(1 - sigmoid(z)) is log(0): rewrite it so that exp only "
+                        "ever sees -|z|" if label == "extreme" else
+                        "loss = -t log(sigmoid(z)) - (1 - t) log(1 - sigmoid(z)): check the algebra of your form")
+                raise _fail(str(e), hint) from None
+
+        # the backward rule: gradcheck at moderate points, the reference at extreme ones
+        from ..autograd import grad
+        from ..ops import leaves
+
+        with y.graph:
+            w = leaves.input("w", shape)
+            loss = _sum(w * y)
+        W = rng.standard_normal(shape)
+        report = _gradcheck(loss, [z, t], {z: Zm, t: Tm, w: W})
+        if not report.ok:
+            bad = next(c for c in report.inputs if not c.ok)
+            which = "z" if bad is report.inputs[0] else "t"
+            hint = ("d loss/dz = sigmoid(z) - t and d loss/dt = -z, each times g; return both, (dz, dt): None for an "
+                    "input says its gradient is 0" + (", which is wrong for t" if bad.analytical == 0 else ""))
+            raise _fail(f"your vjp gives a wrong gradient for input {which} (float64 gradcheck at fresh moderate "
+                        f"points): numerical {bad.numerical:.6g} vs your rule {bad.analytical:.6g}", hint)
+        try:
+            with y.graph:
+                dz, dt = grad(loss, [z, t])
+        except (NotImplementedError, ExerciseError):
+            raise
+        except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
+            raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}") from None
+        gz, gt = _run([dz, dt], {z: Ze, t: Te, w: W}, what="your vjp at extreme logits")
+        for label, got, want in [("d/dz", gz, W * (_sigmoid(Ze) - Te)), ("d/dt", gt, -W * Ze)]:
+            try:
+                check_array(got, want, name=f"the gradient {label}", where="your vjp in float64, at fresh extreme "
+                            f"logits |z| up to {np.abs(Ze).max():.0f}", rtol=1e-9, atol=1e-12)
+            except ExerciseError as e:
+                raise _fail(str(e), "exp(z) / (1 + exp(z)) is inf / inf = nan for large z: at.sigmoid is written "
+                                    "stably (or use exp(-|z|) only)") from None
+
+        # the GPU formula in float32, where exp(z) overflows above 88.7
+        expr = op.wgsl_expr
+        if isinstance(expr, str) and not (re.search(r"\ba\b", expr) and re.search(r"\bb\b", expr)):
+            raise _fail(f"your wgsl_expr {expr!r} should use both inputs: in WGSL they are called a (the logits z) "
+                        "and b (the targets t)")
+        shape_g = (2, int(rng.integers(3, 7)))
+        cases = [({}, {"a": rng.standard_normal(shape_g) * 3.0, "b": rng.uniform(0, 1, shape_g)}),
+                 ({}, {"a": _extreme(rng, shape_g, 90.0, 300.0), "b": rng.uniform(0, 1, shape_g)})]
+        _gpu_or_standin(name, expr, cases, _bce,
+                        hint="in float32, exp(a) overflows above a = 88.7: the same stable formula as your numpy "
+                             "kernel (max(a, 0.0), abs, exp of -|a| only); f_log1p(e) from "
+                             "shaders/elementwise_math.wgsl is log(1 + e) that keeps a tiny e")
