@@ -245,19 +245,28 @@ def softmax_jacobian_check(fn: Callable[[np.ndarray], Any]) -> None:
                          "row, shape (b, n, n) (numpy broadcasting over the leading axis, or a loop over the rows)"
                          if y.ndim == 2 else "")
                 raise ExerciseError(f"{call} raised {type(e).__name__}: {e}{batch}") from e
+        arr = np.asarray(got, dtype=np.float64) if np.shape(got) == want.shape else None
+        if arr is not None and np.allclose(arr, want, rtol=1e-11, atol=1e-14):
+            continue
+        if arr is not None and np.allclose(arr, want, rtol=1e-4, atol=1e-7):
+            # close but not exact: check_array's guesses (a factor, a transpose: J is symmetric) would mislead
+            k = np.unravel_index(int(np.argmax(np.abs(arr - want))), want.shape)
+            where = "[" + ", ".join(str(int(i)) for i in k) + "]"
+            raise ExerciseError(f"{call} agrees with the Jacobian to a few digits only (worst element {where}: "
+                                f"expected {float(want[k]):.12g}, got {float(arr[k]):.12g}): that is what finite "
+                                "differences give. Use the formula of section 6, J[i, j] = y[i] (delta_ij - y[j]): it "
+                                "is exact to round-off.")
+        if y.ndim == 2 and np.shape(got) == (y.shape[-1], y.shape[-1]):
+            raise ExerciseError(f"{call} returned one {np.shape(got)} matrix. Hint: y here is a batch of rows "
+                                f"(b, n): return one n x n Jacobian per row, shape {want.shape}")
         try:
             check_array(got, want, name="the Jacobian", where=call, rtol=1e-11, atol=1e-14)
         except ExerciseError as e:
             extra = ""
-            arr = np.asarray(got, dtype=np.float64) if np.shape(got) == want.shape else None
-            if y.ndim == 2 and np.shape(got) == (y.shape[-1], y.shape[-1]):
-                extra = ("\n  Hint: y here is a batch of rows (b, n): return one n x n Jacobian per row, "
-                         "shape (b, n, n)")
-            elif arr is not None and np.allclose(arr, want, rtol=1e-4, atol=1e-7):
-                extra = ("\n  It agrees to a few digits only: that is what finite differences give. Use the "
-                         "formula of section 6, J[i, j] = y[i] (delta_ij - y[j]): it is exact to round-off.")
-            elif arr is not None and np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
+            if arr is not None and np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
                 extra = "\n  Hint: the diagonal is y_i - y_i^2 (positive), the rest -y_i y_j."
+            elif np.shape(got) != want.shape:
+                extra = "\n  Hint: J is n x n for y of n entries (and one such matrix per row of a batch)."
             raise ExerciseError(f"{e}{extra}") from None
 
 
