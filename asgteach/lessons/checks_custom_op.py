@@ -25,7 +25,6 @@ This file gives the answers away: try the lesson first.
 from __future__ import annotations
 
 import ast
-import io
 import re
 import warnings
 from typing import Any, Callable, Sequence
@@ -178,17 +177,36 @@ _WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "f_log": np.log, "f_sqrt": np.sqrt, "f_tanh": np.tanh, "f_log1p": np.log1p, "f_relu": lambda x: np.maximum(x, 0),
     "f_max": np.maximum, "f_min": np.minimum, "f_pow": np.power, "f_softplus": _softplus,
     "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_not": np.logical_not,
 }
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,
                   ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq,
-                  ast.NotEq, ast.BitAnd, ast.BitOr, ast.Invert, ast.Mod)
+                  ast.NotEq, ast.Mod)
+
+
+class _Logical(ast.NodeTransformer):
+    """WGSL's &&, || and ! on arrays of booleans: numpy's logical_and, logical_or and logical_not."""
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        fn = "logical_and" if isinstance(node.op, ast.And) else "logical_or"
+        out = node.values[0]
+        for value in node.values[1:]:
+            out = ast.Call(ast.Name(fn, ast.Load()), [out, value], [])
+        return out
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Not):
+            return ast.Call(ast.Name("logical_not", ast.Load()), [node.operand], [])
+        return node
 
 
 def wgsl_standin(expr: str, dtype: Any = np.float32, **values: Any) -> np.ndarray:
     """Evaluate a one-line WGSL ``expr`` with numpy, in ``dtype``: what a check does where there is no GPU.
 
     ``values`` are the inputs (``x``; or ``a``, ``b``) and the number attributes by name. Only
-    arithmetic, comparisons, ``&&``/``||``/``!`` and the functions WGSL and
+    arithmetic, comparisons, ``&&``/``||``/``!`` (as numpy's logical_and/or/not) and the functions WGSL and
     ``shaders/elementwise_math.wgsl`` offer (``select``, ``exp``, ``f_log1p``, ...) are understood; a
     ``ValueError`` says what is not. It checks the formula's mathematics, never its WGSL syntax.
 
@@ -196,10 +214,10 @@ def wgsl_standin(expr: str, dtype: Any = np.float32, **values: Any) -> np.ndarra
     -1.0
     """
     text = re.sub(r"(\d)[fh]\b", r"\1", expr)                   # 1.0f -> 1.0
-    text = text.replace("&&", " & ").replace("||", " | ")
-    text = re.sub(r"!(?!=)", " ~", text)
+    text = text.replace("&&", " and ").replace("||", " or ")   # Python's and/or bind as loosely as WGSL's
+    text = re.sub(r"!(?!=)", " not ", text)
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = _Logical().visit(ast.parse(text.strip(), mode="eval"))
     except SyntaxError as e:
         raise ValueError(f"cannot read {expr!r} as one expression ({e.msg})") from None
     for node in ast.walk(tree):
@@ -209,8 +227,12 @@ def wgsl_standin(expr: str, dtype: Any = np.float32, **values: Any) -> np.ndarra
             raise ValueError(f"{expr!r} names {node.id!r}, which is neither an input, an attribute nor a function "
                              f"the stand-in knows")
     names = {k: (np.asarray(v, dtype=dtype) if not callable(v) else v) for k, v in values.items()}
-    with np.errstate(all="ignore"):
-        out = eval(compile(tree, "<wgsl>", "eval"), {"__builtins__": {}}, {**_WGSL_FUNCTIONS, **names})  # noqa: S307
+    try:
+        with np.errstate(all="ignore"):
+            code = compile(ast.fix_missing_locations(tree), "<wgsl>", "eval")
+            out = eval(code, {"__builtins__": {}}, {**_WGSL_FUNCTIONS, **names})  # noqa: S307
+    except (TypeError, ValueError, ZeroDivisionError) as e:
+        raise ValueError(f"the stand-in could not evaluate {expr!r} ({type(e).__name__}: {e})") from None
     return np.asarray(out, dtype=dtype)
 
 
@@ -253,7 +275,7 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
 
 def _explain_record(op: Any, name: str, must_name: str = "") -> None:
     """Both languages, all six fields as non-empty text, Russian in the Russian one, drawable formulas."""
-    from matplotlib import mathtext
+    from matplotlib.mathtext import MathTextParser
 
     from .. import explain
 
@@ -262,6 +284,7 @@ def _explain_record(op: Any, name: str, must_name: str = "") -> None:
         have = sorted(rec) if isinstance(rec, dict) else rec
         raise _fail(f"{name}'s explain should hold one record per language, 'en' and 'ru'; it has {have!r}",
                     "explain={'en': {'headline': ..., 'what': ..., ...}, 'ru': {...}}")
+    parser = MathTextParser("path")   # lays the formula out as matplotlib would draw it, without a figure
     for lang in ("en", "ru"):
         fields = rec[lang]
         missing = [f for f in _FIELDS if not (isinstance(fields.get(f), str) and fields[f].strip())]
@@ -272,7 +295,7 @@ def _explain_record(op: Any, name: str, must_name: str = "") -> None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    mathtext.math_to_image(f"${fields[f]}$", io.BytesIO(), format="png")
+                    parser.parse(f"${fields[f]}$")
             except Exception as e:  # noqa: BLE001 - LaTeX that does not draw is the finding
                 raise _fail(f"explain[{lang!r}][{f!r}] of {name} is not LaTeX that matplotlib can draw: "
                             f"{_first_line(e, 200)}", "write it without the $...$ around it, e.g. "

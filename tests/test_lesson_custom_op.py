@@ -1,0 +1,158 @@
+"""Lesson 17's checks (asgteach.lessons.checks_custom_op): right ops pass, each shortcut fails with its message.
+
+Every op is registered for one test only (``registered``), so nothing leaks into the registry that
+other tests read. The GPU half runs where an adapter exists; the no-GPU path (a numpy stand-in for
+WGSL, announced loudly) is tested everywhere by switching the adapter off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.lessons import ExerciseError, checks_custom_op
+from asgteach.lessons.checks_custom_op import bce_check, elu_check, wgsl_standin
+from asgteach.ops import REGISTRY, OpSpec, registered
+
+_TEXT = {
+    "en": {"headline": "ELU", "what": "x for x > 0, alpha (e^x - 1) otherwise",
+           "formula": r"y = x \ (x > 0), \quad \alpha (e^x - 1)",
+           "vjp": r"\frac{\partial L}{\partial x} = g \ (x > 0), \quad g \alpha e^x", "why": "smooth", "pitfalls": "-"},
+    "ru": {"headline": "ELU", "what": "x при x > 0, иначе alpha (e^x - 1)",
+           "formula": r"y = x \ (x > 0), \quad \alpha (e^x - 1)",
+           "vjp": r"\frac{\partial L}{\partial x} = g \ (x > 0), \quad g \alpha e^x",
+           "why": "гладкая", "pitfalls": "-"},
+}
+ELU = dict(
+    name="elu", category="activation", arity=1, attrs={"alpha": 1.0}, infer=lambda s, **_: s,
+    numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
+    vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * (c.out + c.attrs["alpha"])),),
+    wgsl_expr="select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)", explain=_TEXT,
+)
+BCE = dict(
+    name="bce_logits", category="loss", arity=2, infer=lambda a, b, **_: a,
+    numpy=lambda z, t: np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z))),
+    vjp=lambda c, g: (g * (at.sigmoid(c.inputs[0]) - c.inputs[1]), -g * c.inputs[0]),
+    wgsl_expr="max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))",
+)
+
+
+def _sig(z):
+    return 1 / (1 + np.exp(-z))
+
+
+HAS_WGPU = "wgpu" in at.available()
+
+
+@pytest.fixture(autouse=True)
+def _registry_untouched_and_no_gpu_unless_asked(request, monkeypatch):
+    """No op leaks; the checks use the numpy stand-in for WGSL except in the tests named *_on_the_gpu (fast)."""
+    if not request.node.name.endswith("_on_the_gpu"):
+        monkeypatch.setattr(checks_custom_op, "_gpu", lambda: False)
+    before = set(REGISTRY)
+    yield
+    assert set(REGISTRY) == before, "a check (or a test) left an op registered"
+
+
+def _fails(check, spec: dict, words: str, **changes) -> str:
+    with registered(OpSpec(**{**spec, **changes})) as op:
+        with pytest.raises(ExerciseError, match=words) as info:
+            check(op, seed=3)
+    return str(info.value)
+
+
+def test_right_answers_pass() -> None:
+    with registered(OpSpec(**ELU)) as op:
+        elu_check(op, seed=1)
+    with registered(OpSpec(**BCE)) as op:
+        bce_check(op, seed=1)
+    with registered(OpSpec(**{**BCE, "numpy": lambda z, t: np.logaddexp(0, z) - z * t,
+                              "wgsl_expr": "f_softplus(a, 1.0) - a * b"})) as op:
+        bce_check(op, seed=2)     # numpy's and the shader library's stable tools are fair game
+
+
+def test_elu_rule_right_at_the_default_alpha_only() -> None:
+    msg = _fails(elu_check, ELU, "right at alpha=1.0 only",
+                 vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * at.exp(c.inputs[0])),))
+    assert "c.attrs['alpha']" in msg and "numerical" in msg
+
+
+def test_elu_kernel_or_formula_with_the_number_written_in() -> None:
+    _fails(elu_check, ELU, "right at alpha=1.0 only", numpy=lambda x, alpha=1.0: np.where(x > 0, x, np.expm1(x)))
+    _fails(elu_check, ELU, "never names alpha", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0)")
+    # named, but not used: the GPU (or the stand-in) computes at the check's alphas and disagrees
+    _fails(elu_check, ELU, r"your wgsl_expr .* is wrong at", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
+
+
+def test_elu_registration_shape_rule_and_texts() -> None:
+    with pytest.raises(ExerciseError, match="is not ELU: run your whole answer cell"):
+        elu_check(OpSpec(**ELU))                                          # defined, never registered
+    _fails(elu_check, ELU, "write \\*\\*_", infer=lambda s: s)            # the rule refuses alpha=...
+    _fails(elu_check, ELU, r"attributes should be \{'alpha': 1.0\}", attrs={"beta": 1.0})
+    _fails(elu_check, ELU, "has no Russian", explain={"en": _TEXT["en"], "ru": _TEXT["en"]})
+    _fails(elu_check, ELU, "'en' and 'ru'", explain={"en": _TEXT["en"]})
+    _fails(elu_check, ELU, "not LaTeX that matplotlib can draw",
+           explain={"en": {**_TEXT["en"], "formula": r"\frac{x"}, "ru": _TEXT["ru"]})
+    _fails(elu_check, ELU, "never numpy arrays", vjp=lambda c, g: (np.ones(3),))
+
+
+def test_bce_at_extreme_logits() -> None:
+    msg = _fails(bce_check, BCE, "overflows float64",
+                 numpy=lambda z, t: -(t * np.log(_sig(z)) + (1 - t) * np.log(1 - _sig(z))))
+    assert "extreme logits" in msg and "should be" in msg
+    _fails(bce_check, BCE, "inf / inf",
+           vjp=lambda c, g: (g * (at.exp(c.inputs[0]) / (1 + at.exp(c.inputs[0])) - c.inputs[1]), -g * c.inputs[0]))
+    _fails(bce_check, BCE, "88.7", wgsl_expr="log(1.0 + exp(a)) - a * b")
+    _fails(bce_check, BCE, "wrong for t", vjp=lambda c, g: (g * (at.sigmoid(c.inputs[0]) - c.inputs[1]), None))
+    _fails(bce_check, BCE, "both inputs", wgsl_expr="max(a, 0.0) + f_log1p(exp(-abs(a)))")
+
+
+def test_bce_refuses_the_librarys_softplus() -> None:
+    _fails(bce_check, BCE, "the library's softplus", numpy=lambda z, t: REGISTRY["softplus"].numpy(z) - z * t)
+    _fails(bce_check, BCE, "the library's softplus",
+           vjp=lambda c, g: (g * (at.sigmoid(c.inputs[0]) - c.inputs[1]) + 0 * at.softplus(c.inputs[0]),
+                             -g * c.inputs[0]))
+    assert "softplus" in REGISTRY and REGISTRY["softplus"].numpy(np.array([0.0]))[0] == pytest.approx(np.log(2))
+
+
+def test_a_stub_is_not_done_yet_not_a_failure() -> None:
+    def stub(z, t):
+        raise NotImplementedError("exercise 2")
+
+    with registered(OpSpec(**{**BCE, "numpy": stub})) as op:
+        with pytest.raises(NotImplementedError):   # check(2) reports it as "not done yet"
+            bce_check(op, seed=0)
+
+
+@pytest.mark.skipif(not HAS_WGPU, reason="NO WGPU ADAPTER here (install mesa-vulkan-drivers): the shader half of "
+                                          "lesson 17's checks did not run")
+def test_the_formulas_run_as_shaders_on_the_gpu(capsys) -> None:
+    with registered(OpSpec(**ELU)) as op:
+        elu_check(op, seed=5)
+    with registered(OpSpec(**BCE)) as op:
+        bce_check(op, seed=5)
+    assert "NO WGPU ADAPTER" not in capsys.readouterr().out
+    _fails(elu_check, ELU, r"on the GPU \(wgpu, float32\)", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
+    msg = _fails(elu_check, ELU, "parsing error", wgsl_expr="select(alpha * (exp(x) - 1.0), x, x > 0.0")
+    assert "on the wgpu backend failed" in msg
+    _fails(bce_check, BCE, "got inf", wgsl_expr="log(1.0 + exp(a)) - a * b")
+
+
+def test_without_a_gpu_the_standin_says_so_and_still_checks_the_formula(capsys) -> None:
+    with registered(OpSpec(**ELU)) as op:
+        elu_check(op, seed=4)
+    assert "NO WGPU ADAPTER" in capsys.readouterr().out
+    _fails(elu_check, ELU, "numpy stand-in", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
+    _fails(elu_check, ELU, "a shader compiler would refuse it", wgsl_expr="select(alpha * (exp(x) - 1.0), x, x > 0.0")
+    _fails(bce_check, BCE, "stand-in", wgsl_expr="log(1.0 + exp(a)) - a * b")   # float32 overflow, as on a GPU
+
+
+def test_wgsl_standin() -> None:
+    x = np.array([-2.0, 0.5], dtype=np.float32)
+    np.testing.assert_allclose(wgsl_standin("select(alpha * x, x, x > 0.0 && x < 1.0f)", x=x, alpha=0.5), [-1.0, 0.5])
+    assert np.isinf(wgsl_standin("log(1.0 + exp(x))", x=np.float32(100.0)))      # float32, like the GPU
+    with pytest.raises(ValueError, match="names 'bitcast'"):
+        wgsl_standin("bitcast(x)", x=x)
+    with pytest.raises(ValueError, match="uses Attribute"):
+        wgsl_standin("x.y", x=x)
