@@ -91,7 +91,7 @@ def test_gradient_horizon_passes_a_right_answer_and_names_the_mistakes() -> None
     checks_rnn.gradient_horizon_check(_horizon)
     with pytest.raises(ExerciseError, match="uses 1 - h_t\\*\\*2, not"):
         checks_rnn.gradient_horizon_check(lambda *a: _horizon(*a, previous_h=True))
-    with pytest.raises(ExerciseError, match="off by one"):
+    with pytest.raises(ExerciseError, match="Off by one"):
         checks_rnn.gradient_horizon_check(lambda *a: _horizon(*a, off_by_one=True))
     with pytest.raises(ExerciseError, match="j should be None"):
         checks_rnn.gradient_horizon_check(lambda *a: (_horizon(*a)[0], _horizon(*a)[1] or 39))

@@ -276,4 +276,4 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
                 hint = "that is the index t of the state; j counts steps back from the last one (j = T - 1 - t)"
             else:
                 hint = "the smallest j >= 1 with norms[T - 1 - j] < threshold * norms[T - 1], or None"
-            raise ExerciseError(f"{where}: j should be {want_j!r}, got {j!r}. {hint}")
+            raise ExerciseError(f"{where}: j should be {want_j!r}, got {j!r}. {hint[0].upper()}{hint[1:]}")
