@@ -266,12 +266,12 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
             if want_j is None:
                 hint = ("the norms never fall below threshold * norms[-1] here (W_hh's spectral radius is "
                         f"{rho}): j should be None")
-            elif j is not None and bound is not None and j == bound and j != want_j:
-                hint = ("that is the estimate rho**j < threshold from the spectral radius alone; measure it "
-                        "from the norms (the tanh derivatives and W_hh's non-normality change it)")
             elif isinstance(j, (int, np.integer)) and j in (want_j - 1, want_j + 1):
                 hint = ("off by one: j counts steps back from the last state, so norms[T - 1 - j] is the "
                         "first norm below threshold * norms[T - 1]")
+            elif j is not None and bound is not None and j == bound:
+                hint = ("that is the estimate rho**j < threshold from the spectral radius alone; measure it "
+                        "from the norms (the tanh derivatives and W_hh's non-normality change it)")
             elif isinstance(j, (int, np.integer)) and j == T - 1 - want_j:
                 hint = "that is the index t of the state; j counts steps back from the last one (j = T - 1 - t)"
             else:
