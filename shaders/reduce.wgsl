@@ -13,9 +13,18 @@
 // inputs) would leave all but one workgroup idle, so sum_wg, mean_wg and max_wg can also split
 // each output's reduced elements into P chunks of `chunk` elements: the workgroups write
 // P partial results per output, and a second, small dispatch reduces those.
+// Short rows (a softmax-backward sum over 256 elements, a mean over d_model) would leave
+// most of a 256-thread workgroup idle and pay 8 barrier steps per row, so sum_wg, mean_wg
+// and max_wg work in *segments*: LP threads per row (a power of 2, 32..256, word 40), so
+// one workgroup reduces 256 / LP rows side by side.
+// A sum over LEADING axes into few outputs (a bias gradient: (B*T, N) -> N) has no
+// contiguous row to give a workgroup: sum_cols gives each thread one (output, chunk) pair,
+// so neighbouring threads read neighbouring outputs' elements, and writes the partial sums
+// as rows of P; sum_wg / mean_wg then add those rows up.
 // Uniform words: 0 n_out  1 n_red  2 outer ndim  3 inner ndim  4 1/n (mean and var divide by n)
 //   5 NaN bits  6 chunk  7 P (chunks per output)
 //   8..15 outer shape  16..23 outer strides  24..31 inner shape  32..39 inner strides
+//   40 LP: threads per row of the *_wg sums (0: 256)
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
@@ -52,28 +61,47 @@ fn beats(v: f32, i: u32, m: f32, j: u32) -> bool {
     return v > m || (v == m && i < j);
 }
 
-fn wg_sum(li: u32, v: f32) -> f32 {
+fn lanes() -> u32 { return select(pu(40u), WG, pu(40u) == 0u); }
+
+// The sum of v over the lp threads of this thread's segment (lp a power of 2; all threads call it).
+fn seg_sum(li: u32, v: f32, lp: u32) -> f32 {
     sv[li] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (li < s) { sv[li] += sv[li + s]; }
+    let lane = li & (lp - 1u);
+    for (var s = lp / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) { sv[li] += sv[li + s]; }
         workgroupBarrier();
     }
-    let r = sv[0];
+    let r = sv[li - lane];
     workgroupBarrier();
     return r;
 }
 
-// The sum of output o's reduced elements (of chunk gi % P when a reduction is split in P
-// chunks). Every thread of the workgroup calls it: the tree in wg_sum needs them all.
+fn wg_sum(li: u32, v: f32) -> f32 { return seg_sum(li, v, WG); }
+
+// The segment's row: which (output, chunk) pair the threads of segment li / LP of workgroup gi reduce.
+fn seg_row(gi: u32, li: u32) -> u32 { let lp = lanes(); return gi * (WG / lp) + li / lp; }
+
+// The sum of one output's reduced elements (of chunk row % P when a reduction is split in P
+// chunks), by the LP threads of a segment. Every thread of the workgroup calls it: the tree
+// in seg_sum needs them all, also those of a segment past the last row (they add nothing).
 fn sum_of_group(gi: u32, li: u32) -> f32 {
-    let o = gi / pu(7u);
-    let r0 = (gi % pu(7u)) * pu(6u);
-    let r1 = min(pu(1u), r0 + pu(6u));
-    let base = outer_off(o);
+    let lp = lanes();
+    let row = seg_row(gi, li);
     var acc = 0.0;
-    for (var r = r0 + li; r < r1; r += WG) { acc += x[base + inner_off(r)]; }
-    return wg_sum(li, acc);
+    if (row < pu(0u) * pu(7u)) {
+        let o = row / pu(7u);
+        let r0 = (row % pu(7u)) * pu(6u);
+        let r1 = min(pu(1u), r0 + pu(6u));
+        let base = outer_off(o);
+        for (var r = r0 + (li & (lp - 1u)); r < r1; r += lp) { acc += x[base + inner_off(r)]; }
+    }
+    return seg_sum(li, acc, lp);
+}
+
+// Does this thread write its segment's result? (the first lane of a segment that holds a row)
+fn seg_writes(gi: u32, li: u32) -> bool {
+    return (li & (lanes() - 1u)) == 0u && seg_row(gi, li) < pu(0u) * pu(7u);
 }
 
 fn sum_of_thread(o: u32) -> f32 {
@@ -87,9 +115,25 @@ fn sum_of_thread(o: u32) -> f32 {
 fn sum_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
     let gi = group_index(wid, nwg);
-    if (gi >= pu(0u) * pu(7u)) { return; }   // uniform per workgroup: safe before barriers
+    if (seg_row(gi, 0u) >= pu(0u) * pu(7u)) { return; }   // uniform per workgroup: safe before barriers
     let total = sum_of_group(gi, li);
-    if (li == 0u) { out[gi] = bitcast<u32>(total); }
+    if (seg_writes(gi, li)) { out[seg_row(gi, li)] = bitcast<u32>(total); }
+}
+
+@compute @workgroup_size(256)
+fn sum_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+            @builtin(local_invocation_index) li: u32) {
+    let t = group_index(wid, nwg) * WG + li;
+    let n_out = pu(0u);
+    if (t >= n_out * pu(7u)) { return; }
+    let o = t % n_out;
+    let p = t / n_out;
+    let r0 = p * pu(6u);
+    let r1 = min(pu(1u), r0 + pu(6u));
+    let base = outer_off(o);
+    var acc = 0.0;
+    for (var r = r0; r < r1; r++) { acc += x[base + inner_off(r)]; }
+    out[o * pu(7u) + p] = bitcast<u32>(acc);
 }
 
 @compute @workgroup_size(256)
@@ -106,9 +150,9 @@ fn sum_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
 fn mean_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) li: u32) {
     let gi = group_index(wid, nwg);
-    if (gi >= pu(0u) * pu(7u)) { return; }
+    if (seg_row(gi, 0u) >= pu(0u) * pu(7u)) { return; }
     let total = sum_of_group(gi, li);
-    if (li == 0u) { out[gi] = bitcast<u32>(select(total * pf(4u), total, pu(7u) > 1u)); }
+    if (seg_writes(gi, li)) { out[seg_row(gi, li)] = bitcast<u32>(select(total * pf(4u), total, pu(7u) > 1u)); }
 }
 
 @compute @workgroup_size(256)
@@ -153,20 +197,25 @@ fn var_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
 fn max_wg(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) li: u32) {
     let gi = group_index(wid, nwg);
-    if (gi >= pu(0u) * pu(7u)) { return; }
-    let o = gi / pu(7u);
-    let r0 = (gi % pu(7u)) * pu(6u);
-    let r1 = min(pu(1u), r0 + pu(6u));
-    let base = outer_off(o);
+    if (seg_row(gi, 0u) >= pu(0u) * pu(7u)) { return; }
+    let lp = lanes();
+    let lane = li & (lp - 1u);
+    let row = seg_row(gi, li);
     var m = -bitcast<f32>(0x7f800000u);
-    for (var r = r0 + li; r < r1; r += WG) { m = max_nan(m, x[base + inner_off(r)]); }
+    if (row < pu(0u) * pu(7u)) {
+        let o = row / pu(7u);
+        let r0 = (row % pu(7u)) * pu(6u);
+        let r1 = min(pu(1u), r0 + pu(6u));
+        let base = outer_off(o);
+        for (var r = r0 + lane; r < r1; r += lp) { m = max_nan(m, x[base + inner_off(r)]); }
+    }
     sv[li] = m;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (li < s) { sv[li] = max_nan(sv[li], sv[li + s]); }
+    for (var s = lp / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) { sv[li] = max_nan(sv[li], sv[li + s]); }
         workgroupBarrier();
     }
-    if (li == 0u) { out[gi] = bitcast<u32>(sv[0]); }
+    if (seg_writes(gi, li)) { out[row] = bitcast<u32>(sv[li]); }
 }
 
 @compute @workgroup_size(256)

@@ -4,8 +4,10 @@
 // number the rows (outer shape and strides, as in reduce.wgsl), so axis=-1, axis=0 or
 // a middle axis are the same kernel. Three passes over a row: the max (so exp never
 // overflows: the largest term is e^0 = 1), the sum of exp(x - max), then the output.
-// *_wg: a workgroup per row; *_t: a thread per row (short rows).
-// Uniform words: 0 n_rows  1 L  2 S  3 outer ndim  8..15 outer shape  16..23 outer strides
+// *_wg: LP threads per row (a power of 2, 32..256: word 40, 0 meaning 256), so a workgroup
+// takes 256 / LP rows side by side (attention rows of 256: 8 rows per workgroup, 8 elements
+// per thread); *_t: a thread per row (short rows).
+// Uniform words: 0 n_rows  1 L  2 S  3 outer ndim  8..15 outer shape  16..23 outer strides  40 LP
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -26,33 +28,39 @@ fn row_base(o: u32) -> u32 {
     return off;
 }
 
-fn wg_combine(li: u32, v: f32, is_max: bool) -> f32 {
+// max (is_max) or sum of v over the lp threads of this thread's segment; every thread calls it
+fn seg_combine(li: u32, v: f32, is_max: bool, lp: u32) -> f32 {
     sv[li] = v;
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (li < s) { sv[li] = select(sv[li] + sv[li + s], max(sv[li], sv[li + s]), is_max); }
+    let lane = li & (lp - 1u);
+    for (var s = lp / 2u; s > 0u; s = s >> 1u) {
+        if (lane < s) { sv[li] = select(sv[li] + sv[li + s], max(sv[li], sv[li + s]), is_max); }
         workgroupBarrier();
     }
-    let r = sv[0];
+    let r = sv[li - lane];
     workgroupBarrier();
     return r;
 }
 
 fn softmax_wg_impl(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_log: bool) {
-    let o = group_index(wid, nwg);
-    if (o >= pu(0u)) { return; }
-    let base = row_base(o);
-    let L = pu(1u);
+    let lp = select(pu(40u), WG, pu(40u) == 0u);
+    let o0 = group_index(wid, nwg) * (WG / lp);
+    if (o0 >= pu(0u)) { return; }   // uniform per workgroup: safe before barriers
+    let o = o0 + li / lp;
+    let lane = li & (lp - 1u);
+    let live = o < pu(0u);          // a segment past the last row still joins the barriers
+    let base = select(0u, row_base(o), live);
+    let L = select(0u, pu(1u), live);
     let S = pu(2u);
     var m = -bitcast<f32>(0x7f800000u);
-    for (var r = li; r < L; r += WG) { m = max(m, x[base + r * S]); }
-    m = wg_combine(li, m, true);
+    for (var r = lane; r < L; r += lp) { m = max(m, x[base + r * S]); }
+    m = seg_combine(li, m, true, lp);
     var s = 0.0;
-    for (var r = li; r < L; r += WG) { s += exp(x[base + r * S] - m); }
-    s = wg_combine(li, s, false);
+    for (var r = lane; r < L; r += lp) { s += exp(x[base + r * S] - m); }
+    s = seg_combine(li, s, false, lp);
     let inv = 1.0 / s;
     let ls = log(s);
-    for (var r = li; r < L; r += WG) {
+    for (var r = lane; r < L; r += lp) {
         let z = x[base + r * S] - m;
         y[base + r * S] = select(exp(z) * inv, z - ls, want_log);
     }

@@ -55,7 +55,7 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
-from .wgpu_chain import chain_dispatch, chain_leaves
+from .wgpu_chain import chain_dispatch, chain_leaves, in_place_leaf
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
 from .wgpu_fuse import plan_fusion
 from .wgpu_kernels import Dispatch, gemm_sum, lower
@@ -117,10 +117,11 @@ class Plan:
 
         # 1. rewrites (wgpu_fuse: reshape aliases, transposes read in place, weight-gradient GEMMs), then lower
         tile = tile_from_env()
-        self.fusion = fusion = plan_fusion(graph, compute, self.outputs)
+        self.fusion = fusion = plan_fusion(graph, compute, self.outputs, self.gpu.max_storage_buffers)
         root = fusion.root
         self._fixed, self._failing = _empty_input_values(graph, [n for n in compute if n.id not in fusion.skip])
         self.dispatches: list[Dispatch] = []
+        self._chain_at: dict[int, int] = {}   # chain root -> the index of its dispatch
         self._node_sources: dict[int, str] = {}
         reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
         for n in compute:
@@ -134,7 +135,8 @@ class Plan:
                 chain = fusion.chains[n.id]
                 d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
                 ds = [d]
-                reads[n.id] = [nid for b, nid in sorted(d.binds.items()) if b != 1]
+                self._chain_at[n.id] = len(self.dispatches)
+                reads[n.id] = [nid for b, nid in sorted(d.binds.items()) if b != 1 and b not in d.stores]
                 for m in chain.members:
                     self._node_sources[m] = header + d.source
                 self.dispatches.extend(ds)
@@ -227,13 +229,7 @@ class Plan:
         self._encoded: list[tuple[Any, Any, tuple[int, int, int]]] = []
         for k, d in enumerate(self.dispatches):
             pipe = self.gpu.pipeline(d.key, d.source, d.entry)
-            entries = [{"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * align, "size": 256}}]
-            for b, nid in sorted(d.binds.items()):
-                buf = self.buffers[nid]
-                size = self._scratch_bytes[nid] if nid < 0 else _nbytes(graph.nodes[nid])
-                entries.append({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": size}})
-            bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
-            self._encoded.append((pipe, bg, d.groups))
+            self._encoded.append((pipe, self._bind_group(pipe, k, d), d.groups))
 
         # 5. staging: every requested output at its own offset in one mappable buffer
         self._out_offsets: list[int] = []
@@ -246,10 +242,21 @@ class Plan:
         self._uploaded: dict[int, tuple[Any, np.ndarray | None]] = {}   # node id -> (object, host copy)
         self._on_device: set[int] = set()
         self._updates: list[tuple[int, int]] = []
+        self._in_place: set[tuple[int, int]] = set()   # (new, old) pairs a kernel writes straight into old
+        self._replaced: dict[int, tuple[Dispatch, Any, dict[int, str]]] = {}   # what bind_updates rewrote
         self._device_only: set[int] = set()
         self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
+
+    def _bind_group(self, pipe: Any, k: int, d: Dispatch) -> Any:
+        """Dispatch ``k``'s bind group: its uniform block, then each binding's buffer."""
+        entries = [{"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * self.gpu.uniform_align,
+                                               "size": 256}}]
+        for b, nid in sorted(d.binds.items()):
+            size = self._scratch_bytes[nid] if nid < 0 else _nbytes(self.graph.nodes[nid])
+            entries.append({"binding": b, "resource": {"buffer": self.buffers[nid], "offset": 0, "size": size}})
+        return self.gpu.device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
 
     # -- introspection ------------------------------------------------------------------
     def _absorbing_source(self, n: Node) -> str:
@@ -298,7 +305,55 @@ class Plan:
             pairs.append((nid, pid))
         self._updates = pairs
         self._device_only = {nid for nid, _ in pairs}
+        self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
+
+    def _update_in_place(self, pairs: list[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Let fused kernels write new values straight into the parameters they update.
+
+        An optimizer's update ``p_new = p - lr * ...`` is (with ``m`` and ``v``) one fused
+        kernel that reads ``p`` at each thread's own index. When no later kernel reads ``p``
+        and nothing else reads ``p_new``, that kernel may write ``p_new`` into ``p``'s buffer:
+        no copy after the run, one buffer less in flight. Returns the pairs done so.
+        """
+        g, f = self.graph, self.fusion
+        for k, (d, enc, sources) in self._replaced.items():   # undo an earlier bind_updates
+            self.dispatches[k], self._encoded[k] = d, enc
+            self._node_sources.update(sources)
+        self._replaced = {}
+        users: dict[int, list[int]] = {}   # buffer owner -> the dispatches that bind it
+        for k, d in enumerate(self.dispatches):
+            for nid in d.binds.values():
+                users.setdefault(nid, []).append(k)
+        per_chain: dict[int, dict[int, int]] = {}
+        for new, old in pairs:
+            root = f.chain_of.get(new)
+            if root is None or root not in self._chain_at or old in self.outputs:
+                continue
+            chain, k = f.chains[root], self._chain_at[root]
+            if (new != root and new not in chain.stores) or old not in chain_leaves(g, chain.members) \
+                    or not in_place_leaf(g, chain, old):
+                continue
+            if any(j > k for j in users.get(old, [])) or any(j != k for j in users.get(new, [])):
+                continue   # read after the update, or the new value is read elsewhere: keep the copy
+            per_chain.setdefault(root, {})[new] = old
+        done: set[tuple[int, int]] = set()
+        for root, inplace in per_chain.items():
+            chain, k = f.chains[root], self._chain_at[root]
+            d, header = chain_dispatch(g, chain, {i: f.root(i) for i in chain_leaves(g, chain.members)}, inplace)
+            pipe = self.gpu.pipeline(d.key, d.source, d.entry)
+            before = {m: self._node_sources[m] for m in chain.members}
+            self._replaced[k] = (self.dispatches[k], self._encoded[k], before)
+            self.dispatches[k] = d
+            self._encoded[k] = (pipe, self._bind_group(pipe, k, d), d.groups)
+            self._node_sources[root] = header + d.source
+            for m in chain.members:
+                if m != root:
+                    self._node_sources[m] = (
+                        f"// {g.nodes[m].op} (node #{m}) runs no kernel of its own: the fused kernel of node "
+                        f"#{root} below computes it in registers\n" + header + d.source)
+            done.update(inplace.items())
+        return done
 
     def read_params(self) -> dict[str, np.ndarray]:
         """The current device values of every input/parameter this plan holds (one sync)."""
@@ -345,6 +400,8 @@ class Plan:
             if nid not in self._device_only:
                 enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
         for src, dst in self._updates:
+            if (src, dst) in self._in_place:   # the kernel wrote it there already
+                continue
             enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
         return enc.finish()
 

@@ -10,7 +10,12 @@ output). This module writes the kernel for one chain, from ``shaders/fused.wgsl`
 * the member nodes become ``let v0 = ...; let v1 = ...;`` in topological order, each a
   call of the op's formula (its spec's ``wgsl_expr``, as ``wgpu_kernels.ew_function``
   writes it for the one-op kernel too) with its number attributes read from the uniform;
-* only the root's value is written.
+* the root's value is written; so is every member that was asked for as an output of the
+  plan (a *store*: an optimizer's new ``m`` and ``v`` are read by the parameter's update
+  and returned too, so one kernel computes all three);
+* a member that updates a leaf *in place* (``Plan.bind_updates``: the new parameter goes
+  straight into the old one's buffer) reads that leaf from its own output binding: each
+  thread reads element i before it writes element i, so no other thread is disturbed.
 
 The generated source depends on the chain's *structure* alone — ops, wiring, how many
 axes the index walk has, which inputs are read contiguously — never on shapes or
@@ -33,9 +38,9 @@ from .wgpu_device import family_source
 from .wgpu_kernels import (NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse, contiguous_strides,
                            ew_attr_values, ew_function, ew_load, ew_variant, fbits, groups_for)
 
-__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch"]
+__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaf"]
 
-MAX_INPUTS = 7        # storage buffers a kernel may bind: the plan asks the device for 8, one is the output
+MAX_INPUTS = 7        # storage buffers a kernel may bind on a WebGPU-default device (8), one is the output
 _WORDS = 64           # the uniform block of one dispatch
 _HEADER = 4           # words 0..3: numel, (unused), NaN bits, (unused)
 
@@ -46,6 +51,7 @@ class Chain:
 
     root: int
     members: tuple[int, ...]
+    stores: tuple[int, ...] = ()   # members (not the root) also written to their own buffers: requested outputs
 
 
 def _is_scalar_constant(g: Graph, n: Node) -> bool:
@@ -88,10 +94,11 @@ def _layout(g: Graph, chain: Chain) -> _Layout:
     return _Layout(shape, buffers, strided, scalars, attrs, words)
 
 
-def fits(g: Graph, chain: Chain) -> bool:
-    """Can one kernel take this chain: at most MAX_INPUTS buffers, everything in 64 uniform words?"""
+def fits(g: Graph, chain: Chain, max_buffers: int = MAX_INPUTS + 1) -> bool:
+    """Can one kernel take this chain: inputs + outputs within ``max_buffers`` storage bindings (the
+    device's limit), everything in 64 uniform words?"""
     lay = _layout(g, chain)
-    return len(lay.buffers) <= MAX_INPUTS and lay.words <= _WORDS
+    return len(lay.buffers) + 1 + len(chain.stores) <= max_buffers and lay.words <= _WORDS
 
 
 def _scalar_bits(g: Graph, n: Node) -> int:
@@ -108,11 +115,22 @@ def _function_name(n: Node, taken: dict[str, str]) -> str:
     return fn
 
 
-def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[Dispatch, str]:
+def in_place_leaf(g: Graph, chain: Chain, leaf: int) -> bool:
+    """Is ``leaf`` read at each thread's own index (same shape, from a buffer)? Then an output may overwrite it."""
+    lay = _layout(g, chain)
+    return leaf in lay.buffers and leaf not in lay.strided and g.nodes[leaf].shape == g.nodes[chain.root].shape
+
+
+def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
+                   inplace: dict[int, int] | None = None) -> tuple[Dispatch, str]:
     """The fused kernel's dispatch, and a comment saying which WGSL variable is which node.
 
     ``buffer_of``: leaf node -> the node whose buffer holds it (a reshape shares its input's).
+    ``inplace``: output member (root or store) -> a leaf (see :func:`in_place_leaf`) whose buffer
+    it is written into; the kernel reads that leaf from the member's own binding.
     """
+    inplace = dict(inplace or {})
+    reads_from = {leaf: m for m, leaf in inplace.items()}
     root = g.nodes[chain.root]
     lay = _layout(g, chain)
     nd = len(lay.shape)
@@ -141,7 +159,12 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
     slot = {leaf: k for k, leaf in enumerate(leaves)}
     pos = {m: k for k, m in enumerate(chain.members)}
 
-    inputs = [f"@group(0) @binding({2 + b}) var<storage, read> in{b}: array<u32>;" for b in range(len(lay.buffers))]
+    nb = len(lay.buffers)
+    store_var = {chain.root: "out", **{m: f"st{j}" for j, m in enumerate(chain.stores)}}
+    inputs = [f"@group(0) @binding({2 + b}) var<storage, read> in{b}: array<u32>;"
+              for b, leaf in enumerate(lay.buffers) if leaf not in reads_from]
+    inputs += [f"@group(0) @binding({2 + nb + j}) var<storage, read_write> st{j}: array<f32>;"
+               for j in range(len(chain.stores))]
     offsets = []
     if lay.strided:
         offsets.append("    var rest = i;")
@@ -156,6 +179,8 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
         j = slot[leaf]
         if leaf in word_of:
             loads.append(f"    let r{j} = pu({word_of[leaf]}u);")
+        elif leaf in reads_from:   # updated in place: read element i from the output binding, before it is written
+            loads.append(f"    let r{j} = bitcast<u32>({store_var[reads_from[leaf]]}[i]);")
         else:
             at_ = f"o{j}" if leaf in lay.strided else "i"
             loads.append(f"    let r{j} = in{lay.buffers.index(leaf)}[{at_}];")
@@ -176,16 +201,26 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int]) -> tuple[D
         ops[fn] = ew_function(n, fn)
         attrs = [f"pf({attr_at[m] + j}u)" for j in range(len(lay.attrs.get(m, [])))]
         body.append(f"    let v{k} = {fn}({', '.join([*(ref(i) for i in n.inputs), *attrs])});")
+    body += [f"    st{j}[i] = v{pos[m]};   // an output too" for j, m in enumerate(chain.stores)]
     source = family_source(
         "fused", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"), OPS="\n".join(ops.values()),
-        OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{len(body) - 1}",
+        OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{pos[chain.root]}",
     )
     digest = hashlib.sha1(source.encode()).hexdigest()
     label = "+".join(g.nodes[m].op for m in chain.members)
-    binds = {1: root.id, **{2 + b: buffer_of.get(leaf, leaf) for b, leaf in enumerate(lay.buffers)}}
+    def home(m: int) -> int:   # the buffer an output member is written to
+        leaf = inplace.get(m)
+        return m if leaf is None else buffer_of.get(leaf, leaf)
+
+    binds = {1: home(root.id), **{2 + b: buffer_of.get(leaf, leaf) for b, leaf in enumerate(lay.buffers)
+                                  if leaf not in reads_from}}
+    binds.update({2 + nb + j: home(m) for j, m in enumerate(chain.stores)})
     d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
-                 groups_for(math.ceil(root.size / WG_LINEAR)))
-    names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" for m in chain.members]
+                 groups_for(math.ceil(root.size / WG_LINEAR)),
+                 stores=tuple(2 + nb + j for j in range(len(chain.stores))))
+    names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" + (" (written: an output)" if m in chain.stores else "")
+             + (f" (written into node #{inplace[m]}'s buffer: updated in place)" if m in inplace else "")
+             for m in chain.members]
     names += [f"x{slot[i]} = node #{i} {g.nodes[i].op}" + (" (a uniform word)" if i in word_of else "")
               for i in leaves]
     header = (f"// ONE kernel computes {len(chain.members)} elementwise nodes (fused chain of node #{root.id}):\n"

@@ -87,6 +87,11 @@ class Gpu:
         return int(self.limits["max-storage-buffer-binding-size"])
 
     @property
+    def max_storage_buffers(self) -> int:
+        """Storage buffers one kernel may bind (asked for: up to 16; WebGPU's default is 8)."""
+        return int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
+
+    @property
     def uniform_align(self) -> int:
         return max(256, int(self.limits.get("min-uniform-buffer-offset-alignment", 256)))
 
@@ -124,7 +129,8 @@ def gpu() -> Gpu:
         needed = {
             "max-storage-buffer-binding-size": lim["max-storage-buffer-binding-size"],
             "max-buffer-size": lim["max-buffer-size"],
-            "max-storage-buffers-per-shader-stage": min(8, lim["max-storage-buffers-per-shader-stage"]),
+            # fused chains bind up to 16 (7 inputs + an optimizer's outputs); WebGPU promises 8
+            "max-storage-buffers-per-shader-stage": min(16, lim["max-storage-buffers-per-shader-stage"]),
             "max-compute-workgroup-storage-size": lim["max-compute-workgroup-storage-size"],
             "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
         }

@@ -16,8 +16,11 @@ plan recognises these shapes and computes the same numbers more directly:
   dimension (x (B, T, k) read as (B*T, k)), so the per-batch products and the sum
   become one matrix product written straight into the gradient.
 * **elementwise chains are one kernel**: an elementwise value whose ONLY reader is
-  another elementwise node of the same shape (and that nobody asked for as an output)
-  is never written to memory: the reader's kernel computes it in registers. Chains of
+  another elementwise node of the same shape is never written to memory: the reader's
+  kernel computes it in registers (a value asked for as an output is computed there
+  too, and also written: an optimizer's new ``m``, ``v`` and parameter are one kernel).
+  A scalar with one elementwise reader (``1 - lr * wd``) is recomputed per element
+  in that reader's kernel instead of costing a dispatch of its own. Chains of
   such nodes — the GELU backward is eleven of them — become one generated kernel
   (``wgpu_chain``) that reads each outside value once and writes one result. A value
   with several readers ends its chain: it is written once, and each reader's chain
@@ -33,7 +36,7 @@ from dataclasses import dataclass, field
 
 from ..graph import Graph, Node
 from ..ops.registry import spec
-from .wgpu_chain import Chain, fits
+from .wgpu_chain import MAX_INPUTS, Chain, fits
 
 __all__ = ["Fusion", "plan_fusion"]
 
@@ -63,8 +66,11 @@ def _swaps_last_two(n: Node) -> bool:
     return n.op == "transpose" and k >= 2 and axes == tuple(range(k - 2)) + (k - 1, k - 2)
 
 
-def plan_fusion(g: Graph, compute: list[Node], outputs: list[int]) -> Fusion:
-    """Decide the rewrites for the compute nodes (topological order) of one plan."""
+def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: int = MAX_INPUTS + 1) -> Fusion:
+    """Decide the rewrites for the compute nodes (topological order) of one plan.
+
+    ``max_buffers``: storage buffers one kernel may bind on the device (a chain's inputs and outputs).
+    """
     f = Fusion()
     outs = set(outputs)
     readers: dict[int, list[Node]] = {}
@@ -101,7 +107,7 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int]) -> Fusion:
             continue
         if all(_reads_in_place(r, tid, f) for r in readers.get(tid, [])):
             f.skip.add(tid)
-    _plan_chains(g, compute, outs, readers, f)
+    _plan_chains(g, compute, outs, readers, f, max_buffers)
     return f
 
 
@@ -109,16 +115,25 @@ def _fusable(n: Node) -> bool:
     return n.size > 0 and (spec(n.op).wgsl == "elementwise" or (n.op == "broadcast_to" and n.dtype == "float"))
 
 
-def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[int, list[Node]], f: Fusion) -> None:
+def _chain(root: int, members: list[int], outs: set[int]) -> Chain:
+    return Chain(root, tuple(members), tuple(m for m in members if m in outs and m != root))
+
+
+def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[int, list[Node]], f: Fusion,
+                 max_buffers: int) -> None:
     """Group elementwise nodes into chains, each computed by one kernel (see the module docstring)."""
     into: dict[int, int] = {}   # member -> the node that reads it and computes it inline
     for n in compute:
         rs = readers.get(n.id, [])
-        if n.id in outs or n.id in f.skip or not _fusable(n) or len(rs) != 1:
+        if n.id in f.skip or not _fusable(n) or len(rs) != 1:
             continue
         r = rs[0]
-        if r.op != "broadcast_to" and _fusable(r) and r.shape == n.shape and r.id not in f.skip:
-            into[n.id] = r.id
+        if r.op == "broadcast_to" or not _fusable(r) or r.id in f.skip:
+            continue
+        if r.shape == n.shape and (n.id not in outs or n.dtype == "float"):
+            into[n.id] = r.id   # (a requested output is computed in the chain AND written: a store)
+        elif n.size == 1 and n.id not in outs:
+            into[n.id] = r.id   # a scalar (1 - lr * wd) is recomputed per element: cheaper than a dispatch
     order = {n.id: k for k, n in enumerate(compute)}
     while True:
         groups: dict[int, list[int]] = {}
@@ -130,15 +145,16 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
                     root = into[root]
                 groups.setdefault(root, []).append(n.id)
         too_big = [(root, members) for root, members in groups.items()
-                   if len(members) > 1 and not fits(g, Chain(root, tuple(members)))]
+                   if len(members) > 1 and not fits(g, _chain(root, members, outs), max_buffers)]
         if not too_big:
             break
-        for _, members in too_big:   # cut the earliest member loose: it runs as its own kernel (or chain)
-            into.pop(min(members[:-1], key=order.__getitem__))
+        for _, members in too_big:   # cut a member loose: it runs as its own kernel (or chain). An output
+            stores = [m for m in members[:-1] if m in outs]   # first: it is written anyway
+            into.pop(min(stores or members[:-1], key=order.__getitem__))
     for root, members in groups.items():
         if len(members) < 2:
             continue
-        f.chains[root] = Chain(root, tuple(members))
+        f.chains[root] = _chain(root, members, outs)
         for m in members:
             f.chain_of[m] = root
             if m != root:

@@ -54,6 +54,7 @@ class Dispatch:
     binds: dict[int, int]      # binding number -> node id whose buffer goes there (< 0: a scratch buffer)
     groups: tuple[int, int, int]
     scratch: dict[int, int] | None = None   # scratch id -> bytes, for multi-stage kernels
+    stores: tuple[int, ...] = ()            # binding numbers that are WRITTEN besides 1 (a chain's extra outputs)
 
 
 def fbits(x: float) -> int:
@@ -199,6 +200,7 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
 # Which axes an op reduces is its spec's ``reduced_axes``; which kernel of reduce.wgsl does it is
 # ``wgsl_entry`` (default: the op's name). These entries may split a huge reduction in two stages:
 _SPLITTABLE = ("sum_wg", "mean_wg", "max_wg")
+_ADDING = ("sum_wg", "mean_wg")   # ... and these add, so a column pass (sum_cols) can feed them partial sums
 
 
 def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
@@ -232,28 +234,56 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     scale = 1.0 / n_red if n_red else math.nan   # mean and var divide by it (the mean of nothing is NaN)
     per_group = _per_group(n_out, n_red, ist)
-    entry = (op.wgsl_entry or node.op) + ("_wg" if per_group else "_t")
+    base = op.wgsl_entry or node.op
+    entry = base + ("_wg" if per_group else "_t")
     src = family_source("reduce")
+    scratch = -node.id - 1
+    if per_group and base + "_wg" in _ADDING and ist and ist[-1] != 1 and n_red >= 64:
+        # a sum over leading axes (a bias gradient): threads over (output, chunk), then rows of partial sums
+        chunks = max(1, min(-(-131072 // n_out), n_red // 16))
+        chunk = -(-n_red // chunks)
+        chunks = -(-n_red // chunk)
+        first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w5=NAN_BITS, w6=chunk, w7=chunks,
+                        w8=oshape, w16=ost, w24=ishape, w32=ist)
+        return [Dispatch(node, (node.op, "f32", "sum_cols"), src, "sum_cols", first, {1: x.id, 2: scratch},
+                         groups_for(math.ceil(n_out * chunks / WG_LINEAR)), scratch={scratch: n_out * chunks * 4}),
+                _segmented(node, base + "_wg", src, n_out, chunks, scale, {1: scratch, 2: node.id})]
     chunks = 1
     if per_group and entry in _SPLITTABLE and n_out < 1024 and n_red >= 65536:
         chunks = min(-(-2048 // n_out), -(-n_red // 4096))
     chunk = -(-n_red // chunks)
+    lp = _lanes(chunk) if entry in _SPLITTABLE else WG_LINEAR
     if chunks == 1:
         words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
-                        w6=chunk, w7=1, w8=oshape, w16=ost, w24=ishape, w32=ist)
-        groups = groups_for(n_out if per_group else math.ceil(n_out / WG_LINEAR))
+                        w6=chunk, w7=1, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
+        groups = groups_for(math.ceil(n_out / (WG_LINEAR // lp)) if per_group else math.ceil(n_out / WG_LINEAR))
         return [Dispatch(node, (node.op, "f32", entry), src, entry, words, {1: x.id, 2: node.id}, groups)]
     # two stages: P partial results per output into a scratch buffer, then reduce those
-    scratch = -node.id - 1
     first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
-                    w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist)
-    second = _params(w0=n_out, w1=chunks, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=chunks, w7=1,
-                     w8=[n_out], w16=[chunks], w24=[chunks], w32=[1])
+                    w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
     return [
         Dispatch(node, (node.op, "f32", entry), src, entry, first, {1: x.id, 2: scratch},
-                 groups_for(n_out * chunks), scratch={scratch: n_out * chunks * 4}),
-        Dispatch(node, (node.op, "f32", entry), src, entry, second, {1: scratch, 2: node.id}, groups_for(n_out)),
+                 groups_for(math.ceil(n_out * chunks / (WG_LINEAR // lp))), scratch={scratch: n_out * chunks * 4}),
+        _segmented(node, entry, src, n_out, chunks, scale, {1: scratch, 2: node.id}),
     ]
+
+
+def _lanes(length: int) -> int:
+    """Threads per row of a segmented *_wg reduction: about 8 elements each, 32..256 (a power of 2)."""
+    lp = 32
+    while lp < WG_LINEAR and lp * 8 < length:
+        lp *= 2
+    return lp
+
+
+def _segmented(node: Node, entry: str, src: str, n_out: int, length: int, scale: float,
+               binds: dict[int, int]) -> Dispatch:
+    """sum_wg / mean_wg / max_wg over ``n_out`` contiguous rows of ``length`` (a split reduction's second stage)."""
+    lp = _lanes(length)
+    words = _params(w0=n_out, w1=length, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=length, w7=1,
+                    w8=[n_out], w16=[length], w24=[length], w32=[1], w40=lp)
+    return Dispatch(node, (node.op, "f32", entry), src, entry, words, binds,
+                    groups_for(math.ceil(n_out / (WG_LINEAR // lp))))
 
 
 # --- copies: reshape, transpose, broadcast_to, getitem, getitem_grad, concat ---------------
@@ -330,9 +360,11 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
     rows = node.size // max(length, 1)
     per_group = length >= 32 or rows < 2048
     entry = node.op + ("_wg" if per_group else "_t")
-    words = _params(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost)
+    lp = _lanes(length)
+    words = _params(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost, w40=lp)
+    groups = groups_for(math.ceil(rows / (WG_LINEAR // lp)) if per_group else math.ceil(rows / WG_LINEAR))
     return [Dispatch(node, (node.op, "f32", entry), family_source("softmax"), entry, words,
-                     {1: x.id, 2: node.id}, groups_for(rows if per_group else math.ceil(rows / WG_LINEAR)))]
+                     {1: x.id, 2: node.id}, groups)]
 
 
 def _layer_norm(g: Graph, node: Node) -> list[Dispatch]:
