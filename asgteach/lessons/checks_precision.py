@@ -1,0 +1,380 @@
+"""Lesson 16's checks (precision: bfloat16 rounding, dynamic loss scaling), with their answers kept inside them.
+
+* :func:`bfloat16_check` runs the student's ``to_bfloat16(x)`` on fresh float32 bit patterns of every
+  kind (ordinary values, ties with an even and an odd last kept bit, carries into the exponent,
+  negatives, subnormals, zeros, infinities, values that round up to inf, NaNs with their payload in
+  the bits that are dropped) and compares the result bit for bit with round-to-nearest-even on the
+  bit pattern. A wrong result is named by its kind, with the input's and both results' bits, and a
+  hint for that kind (truncation instead of rounding, a tie rounded the wrong way, a NaN that became
+  inf...).
+* :func:`scaler_check` drives the student's ``DynamicScaler`` with fresh sequences of gradient
+  batches, some holding inf or NaN, and compares every step's answer (apply or skip) and the scale
+  after it with the reference policy (PyTorch's ``GradScaler``: halve and skip on inf/NaN, double
+  after ``growth_interval`` finite steps in a row). A scaler that never backs off, or that applies
+  an overflowing step, is told so.
+
+The lesson imports the two checks only; the ``_private`` references give the answers away: try the
+lesson first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .exercises import ExerciseError
+
+__all__ = ["bfloat16_check", "scaler_check"]
+
+_LOW = np.uint32(0xFFFF)
+_HIGH = np.uint32(0xFFFF0000)
+
+
+# --- exercise 1: bfloat16 rounding ---------------------------------------------------------------------
+
+def _bf16_bits(u: np.ndarray) -> np.ndarray:
+    """The reference: float32 bit patterns -> bfloat16 patterns (low 16 bits 0), nearest, ties to even."""
+    wide = u.astype(np.uint64)
+    rounded = ((wide + 0x7FFF + ((wide >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    nan = ((u >> 23) & 0xFF == 0xFF) & (u & 0x7FFFFF != 0)
+    return np.where(nan, (u & np.uint32(0x80000000)) | np.uint32(0x7FC00000), rounded)
+
+
+def _patterns(rng: np.random.Generator, n: int, sign: Any, exponent: Any, kept: Any, dropped: Any) -> np.ndarray:
+    """n bit patterns from their fields: sign (1 bit), exponent (8), kept mantissa (7), dropped bits (16)."""
+    def field(v: Any, bits: int) -> np.ndarray:
+        return np.asarray(v(n) if callable(v) else np.broadcast_to(v, (n,)), dtype=np.uint64) & ((1 << bits) - 1)
+
+    u = (field(sign, 1) << 31) | (field(exponent, 8) << 23) | (field(kept, 7) << 16) | field(dropped, 16)
+    return u.astype(np.uint32)
+
+
+def _bf16_cases(rng: np.random.Generator) -> list[tuple[str, np.ndarray]]:
+    """Fresh float32 bit patterns of every kind, most basic first: (what they are, patterns)."""
+    def ints(lo: int, hi: int) -> Callable[[int], np.ndarray]:
+        return lambda n: rng.integers(lo, hi, n, endpoint=True)
+
+    def even(n: int) -> np.ndarray:
+        return rng.integers(0, 63, n, endpoint=True) * 2
+
+    def odd(n: int) -> np.ndarray:
+        return rng.integers(0, 63, n, endpoint=True) * 2 + 1
+
+    near_half = lambda n: rng.choice([0x7FFF, 0x8001, 0x7FF0, 0x8010], n)  # noqa: E731
+    ordinary = np.concatenate([_patterns(rng, 24, 0, ints(100, 154), ints(0, 127), ints(0, 0xFFFF)),
+                               _patterns(rng, 8, 0, ints(1, 254), ints(0, 127), ints(0, 0xFFFF)),
+                               _patterns(rng, 8, 0, ints(100, 154), ints(0, 126), near_half)])
+    nan_payloads = np.concatenate([
+        _patterns(rng, 6, ints(0, 1), 255, 0, ints(1, 0xFFFF)),          # payload only in the dropped bits
+        _patterns(rng, 6, ints(0, 1), 255, ints(1, 127), ints(0, 0xFFFF)),
+        np.array([0x7FFFFFFF, 0xFFFFFFFF, 0x7FC00000, 0x7F808000, 0xFF800001], dtype=np.uint32)])
+    return [
+        ("ordinary positive values", ordinary),
+        ("ties with an even last kept bit (dropped bits exactly 0x8000)",
+         _patterns(rng, 12, 0, ints(100, 154), even, 0x8000)),
+        ("ties with an odd last kept bit (dropped bits exactly 0x8000)",
+         _patterns(rng, 12, 0, ints(100, 154), odd, 0x8000)),
+        ("values whose rounding carries into the exponent (1.99999 -> 2.0)",
+         _patterns(rng, 10, 0, ints(1, 250), 127, ints(0x8000, 0xFFFF))),
+        ("negative values", np.concatenate([_patterns(rng, 16, 1, ints(100, 154), ints(0, 127), ints(0, 0xFFFF)),
+                                            _patterns(rng, 6, 1, ints(100, 154), ints(0, 127), 0x8000)])),
+        ("subnormals (exponent bits 0, |x| < 2^-126)",
+         np.concatenate([_patterns(rng, 12, ints(0, 1), 0, ints(0, 127), ints(1, 0xFFFF)),
+                         _patterns(rng, 4, ints(0, 1), 0, ints(0, 127), 0x8000),
+                         np.array([0x007FFFFF, 0x807FFFFF, 0x00000001, 0x80000001], dtype=np.uint32)])),
+        ("zeros", np.array([0x00000000, 0x80000000], dtype=np.uint32)),
+        ("infinities", np.array([0x7F800000, 0xFF800000], dtype=np.uint32)),
+        ("finite values that round to inf (beyond bfloat16's largest, 3.39e38)",
+         np.concatenate([_patterns(rng, 6, ints(0, 1), 254, 127, ints(0x8000, 0xFFFF)),
+                         np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000], dtype=np.uint32)])),
+        ("NaNs (some with their payload only in the low 16 bits)", nan_payloads),
+    ]
+
+
+def _show(bits: int) -> str:
+    value = float(np.uint32(bits).view(np.float32))
+    return f"{value:.9g} (bits 0x{bits:08X})"
+
+
+def _is_nan_bits(u: np.ndarray) -> np.ndarray:
+    return ((u >> 23) & 0xFF == 0xFF) & (u & 0x7FFFFF != 0)
+
+
+_RULE = ("keep the upper 16 bits; add 1 to them when the dropped 16 bits are above 0x8000, or exactly 0x8000 "
+         "with an odd last kept bit (bit 16)")
+
+_TRUNCATION = ("every wrong result is x with its low 16 bits cut off: that is truncation (chop), which rounds "
+               "every value toward zero and drifts, as section 2 measured. Round to nearest instead: " + _RULE + ".")
+
+
+def _bf16_hint(kind: str, x: int, want: int, got: int) -> str:
+    """What a wrong result on one value of ``kind`` most likely means."""
+    kept, dropped = x >> 16, x & 0xFFFF
+    if kind.startswith("NaN"):
+        if _is_nan_bits(np.array([got], dtype=np.uint32))[0]:
+            stored = _show(got & 0xFFFF0000)
+            return (f"your result is a NaN, but its low 16 bits are not 0, so it is no bfloat16: kept as a real "
+                    f"bfloat16 (its upper 16 bits) it reads {stored}. Return a quiet NaN there, 0x7FC00000 "
+                    "(with x's sign bit if you like).")
+        return ("x is a NaN whose payload sits (partly) in the 16 bits you drop. Cut or rounded like a number, "
+                "its pattern turns into inf (a payload only in the dropped bits) or the carry runs past the "
+                "exponent (0x7FFFFFFF + 1). Test for NaN first (np.isnan) and return a NaN there, e.g. the quiet "
+                "NaN 0x7FC00000.")
+    if kind.startswith("infinities"):
+        return "inf must stay inf: its dropped bits are 0, so the rounding rule keeps it as it is."
+    if kind.startswith("zeros"):
+        return "+0 and -0 must stay as they are, sign bit included."
+    if got == (x & 0xFFFF0000) and want != got:
+        return _TRUNCATION
+    if (got & 0xFFFF) != 0 and not _is_nan_bits(np.array([got], dtype=np.uint32))[0]:
+        return ("your result is not a bfloat16 at all: its low 16 bits are not 0 (a bfloat16 kept in a float32 "
+                "is the upper 16 bits followed by 16 zeros). " + _bf16_kind_hint(kind, kept, dropped))
+    return _bf16_kind_hint(kind, kept, dropped)
+
+
+def _bf16_kind_hint(kind: str, kept: int, dropped: int) -> str:
+    """The hint for a wrong rounding of a value of ``kind`` (kept: its upper 16 bits, dropped: its lower 16)."""
+    if kind.startswith("ties with an even"):
+        return ("x is a tie: its dropped bits are exactly 0x8000, halfway between two bfloat16 values. Ties go to "
+                f"the neighbour whose last kept bit is 0; here the last kept bit is already 0 ({kept:016b}), "
+                "so round down (keep the upper bits).")
+    if kind.startswith("ties with an odd"):
+        return ("x is a tie: its dropped bits are exactly 0x8000, halfway between two bfloat16 values. Ties go to "
+                f"the neighbour whose last kept bit is 0; here it is 1 ({kept:016b}), so round up: add 1 at bit 16.")
+    if kind.startswith("values whose rounding carries"):
+        return ("rounding up here adds 1 to a full mantissa (1111111): the carry must run into the exponent, as "
+                "1.99999 rounds to 2.0. Add 1 at bit 16 of the whole 32-bit pattern and let the carry run; do not "
+                "round the mantissa field on its own.")
+    if kind.startswith("negative"):
+        return ("the sign is a bit of its own, so the magnitude is rounded by the same rule on the bit pattern as "
+                "for positive values: no special case for negatives (and no floor or ceil of the value).")
+    if kind.startswith("subnormals"):
+        return ("x is a subnormal float32 (exponent bits 0). bfloat16 has subnormals too, and the rule on the bit "
+                "pattern handles them with no special case (the largest ones round up into the smallest normal "
+                "number, by the same carry). A method working on the value (frexp, log2) usually gets these wrong.")
+    if kind.startswith("finite values that round to inf"):
+        return ("the nearest bfloat16 of x is beyond bfloat16's largest finite value, and IEEE round-to-nearest "
+                "then gives inf. On the bit pattern this needs nothing special: the carry turns exponent 254 with a "
+                "full mantissa into exponent 255 with mantissa 0, which is the pattern of inf.")
+    direction = "up (add 1 at bit 16)" if dropped > 0x8000 else "down (keep the upper 16 bits)"
+    return f"the dropped bits of x are 0x{dropped:04X}, so round {direction}. The rule: {_RULE}."
+
+
+def _run_bf16(fn: Callable[[np.ndarray], Any], x: np.ndarray, what: str) -> np.ndarray:
+    """Call fn on a copy of x; the result's bits, after checking it is a float32 array of x's shape, x untouched."""
+    given = x.copy()
+    try:
+        got = fn(given)
+    except NotImplementedError:
+        raise  # the stub of an unfinished exercise: check(n) says "not done yet"
+    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
+        raise ExerciseError(f"to_bfloat16 raised {type(e).__name__} on {what}: {e}") from e
+    if got is None:
+        raise ExerciseError("to_bfloat16 returned None: did it forget to return the array?")
+    if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
+        raise ExerciseError("to_bfloat16 changed its input array: x.view(np.uint32) shares x's memory, so an in-place "
+                            "operation on it (+=, &=) writes into x. Compute into a new array (u + ..., not u += ...).")
+    arr = np.asarray(got)
+    if arr.dtype != np.float32:
+        raise ExerciseError(f"to_bfloat16 should return float32 values (a bfloat16 kept in a float32), got dtype "
+                            f"{arr.dtype}: turn the rounded uint32 bit patterns back with .view(np.float32)")
+    if arr.shape != x.shape:
+        raise ExerciseError(f"to_bfloat16 should return an array of x's shape {x.shape}, got shape {arr.shape}")
+    return arr.view(np.uint32)
+
+
+def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
+    """``fn(x)``: float32 array -> float32 array, each value rounded to bfloat16 (nearest, ties to even).
+
+    Runs ``fn`` on fresh bit patterns of every kind and compares bit for bit; the message names the
+    kind of value, the first wrong one with its bits, and a hint for that kind.
+    """
+    if not callable(fn):
+        raise ExerciseError(f"to_bfloat16 should be a function, got {type(fn).__name__}")
+    rng = np.random.default_rng()
+    for _ in range(trials):
+        cases = _bf16_cases(rng)
+        wrong_kinds = []
+        for kind, u in cases:
+            got = _run_bf16(fn, u.view(np.float32), f"{kind}, e.g. x = {_show(int(u[0]))}")
+            want = _bf16_bits(u)
+            nan = _is_nan_bits(want)
+            ok = np.where(nan, _is_nan_bits(got) & (got & _LOW == 0), got == want)
+            if not ok.all():
+                wrong_kinds.append((kind, u, want, got, ok))
+        if wrong_kinds:
+            kind, u, want, got, ok = wrong_kinds[0]
+            k = int(np.argmin(ok))
+            x, w, g = int(u[k]), int(want[k]), int(got[k])
+            finite = [(uu, gg) for _, uu, _, gg, _ in wrong_kinds if not _is_nan_bits(uu).any()]
+            chopped_everywhere = bool(finite) and all(
+                np.all((gg == (uu & _HIGH)) | (_bf16_bits(uu) == gg)) for uu, gg in finite)
+            hint = _TRUNCATION if chopped_everywhere and g == (x & 0xFFFF0000) else _bf16_hint(kind, x, w, g)
+            also = [kd for kd, *_ in wrong_kinds[1:]]
+            should = "a NaN with its low 16 bits 0" if _is_nan_bits(np.array([w], np.uint32))[0] else _show(w)
+            raise ExerciseError(
+                f"to_bfloat16 is wrong on {kind}: {int((~ok).sum())} of {len(u)} such values. The first: x = "
+                f"{_show(x)} should give {should}, got {_show(g)}."
+                + (f"\n  Also wrong on: {'; '.join(also)}." if also else "")
+                + f"\n  Hint: {hint}")
+    x2 = rng.standard_normal((3, 4)).astype(np.float32)
+    got2 = _run_bf16(fn, x2, "a 3 x 4 array")
+    want2 = _bf16_bits(x2.view(np.uint32))
+    if not np.array_equal(got2, want2):
+        k = np.unravel_index(int(np.argmax(got2 != want2)), x2.shape)
+        raise ExerciseError(f"to_bfloat16 is wrong on a 3 x 4 array at {tuple(int(i) for i in k)}: x = "
+                            f"{_show(int(x2.view(np.uint32)[k]))} should give {_show(int(want2[k]))}, got "
+                            f"{_show(int(got2[k]))}. Does it work on arrays of any shape?")
+
+
+# --- exercise 2: the dynamic loss scaler -----------------------------------------------------------------
+
+class _ReferenceScaler:
+    """PyTorch's GradScaler policy: on inf/NaN halve and skip; after N finite steps in a row double."""
+
+    def __init__(self, init_scale: float, growth_interval: int) -> None:
+        self.scale, self.growth_interval, self.good_steps = float(init_scale), growth_interval, 0
+
+    def update(self, grads: list[np.ndarray]) -> bool:
+        if not all(np.isfinite(g).all() for g in grads):
+            self.scale /= 2
+            self.good_steps = 0
+            return False
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            self.scale *= 2
+            self.good_steps = 0
+        return True
+
+
+def _batch(rng: np.random.Generator, bad: str | None, where: str = "any") -> tuple[list[np.ndarray], str, int]:
+    """2-4 float32 gradient arrays, ``bad`` ("inf", "-inf", "nan") put in one element of array i: (arrays, what, i)."""
+    shapes = [tuple(int(s) for s in rng.integers(1, 6, rng.integers(1, 3, endpoint=True)))
+              for _ in range(int(rng.integers(2, 4, endpoint=True)))]
+    grads = [(rng.standard_normal(s) * 1e-3).astype(np.float32) for s in shapes]
+    if bad is None:
+        return grads, "finite", -1
+    i = len(grads) - 1 if where == "last" else int(rng.integers(0, len(grads)))
+    k = int(rng.integers(0, grads[i].size))
+    grads[i].flat[k] = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}[bad]
+    index = np.unravel_index(k, grads[i].shape)
+    return grads, f"{bad} in grads[{i}][{', '.join(str(int(j)) for j in index)}] (of {len(grads)} arrays)", i
+
+
+def _scenarios(rng: np.random.Generator) -> list[tuple[float, int, list[tuple[str | None, str]]]]:
+    """(init_scale, growth_interval, [(bad or None, where)]): designed sequences first, then random ones."""
+    def s0() -> float:
+        return float(2.0 ** int(rng.integers(4, 20)))
+
+    n1, n2, n3 = (int(rng.integers(3, 6, endpoint=True)) for _ in range(3))
+    ok: tuple[str | None, str] = (None, "any")
+    growth = [ok] * (2 * n1 + 1)                                             # grows at step n1, again at 2 n1
+    backoff = [ok, ("inf", "any"), ok] + [ok] * (n2 - 2) + [("nan", "any"), ("-inf", "any")] + [ok] * (n2 + 1)
+    kinds = [ok] * (n3 - 1) + [("nan", "any")] + [ok] * (n3 - 1) + [("inf", "last")] + [ok] * n3 + [("nan", "last")]
+    out = [(s0(), n1, growth), (s0(), n2, backoff), (s0(), n3, kinds)]
+    for _ in range(3):
+        n = int(rng.integers(2, 5, endpoint=True))
+        seq = [(str(rng.choice(["inf", "-inf", "nan"])), "any") if rng.random() < 0.25 else ok for _ in range(40)]
+        out.append((s0(), n, seq))
+    return out
+
+
+def _trace(kinds: list[str], scales: list[float]) -> str:
+    marks = " ".join(("F" if k == "finite" else "X") for k in kinds[-12:])
+    values = " ".join(f"{s:g}" for s in scales[-12:])
+    more = "... " if len(kinds) > 12 else ""
+    return (f"\n  the steps so far (F finite, X inf/NaN): {more}{marks}"
+            f"\n  the scale after each (reference): {more}{values}")
+
+
+def scaler_check(cls: Any) -> None:
+    """``cls(init_scale=..., growth_interval=...)`` with ``.scale`` and ``.update(grads) -> bool``, driven on fresh
+    sequences of gradient batches and compared, step by step, with the reference policy."""
+    if not isinstance(cls, type) and not callable(cls):
+        raise ExerciseError(f"DynamicScaler should be a class, got {type(cls).__name__}")
+    rng = np.random.default_rng()
+    for init, interval, seq in _scenarios(rng):
+        try:
+            mine = cls(init_scale=init, growth_interval=interval)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a constructor that fails is a finding
+            raise ExerciseError(f"DynamicScaler(init_scale={init:g}, growth_interval={interval}) raised "
+                                f"{type(e).__name__}: {e}") from e
+        ref = _ReferenceScaler(init, interval)
+        label = f"DynamicScaler(init_scale={init:g}, growth_interval={interval})"
+        scale = _scale_of(mine, label)
+        if scale != init:
+            raise ExerciseError(f"{label} should start with scale {init:g}, got {scale:g}")
+        kinds: list[str] = []
+        scales: list[float] = []
+        since_change = 0
+        for step, (bad, where) in enumerate(seq, start=1):
+            grads, what, in_array = _batch(rng, bad, where)
+            before = ref.scale
+            try:
+                answer = mine.update([g.copy() for g in grads])
+            except NotImplementedError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the student's method failing is a finding
+                raise ExerciseError(f"{label}: step {step}, update(grads) raised {type(e).__name__}: {e} "
+                                    f"(grads: a list of {len(grads)} arrays, {what})") from e
+            want = ref.update(grads)
+            kinds.append(what)
+            scales.append(ref.scale)
+            since_change = 0 if ref.scale != before else since_change + 1
+            if not isinstance(answer, (bool, np.bool_)):
+                forgot = " (did update forget its return?)" if answer is None else ""
+                raise ExerciseError(f"{label}: update(grads) should return True (apply the step) or False (skip it), "
+                                    f"got {answer!r}{forgot}")
+            if bool(answer) != want:
+                if not want:
+                    hint = ""
+                    if in_array > 0:
+                        hint += " Look at every array of grads, not only the first."
+                    if bad == "nan":
+                        hint += " np.isinf does not see NaN: np.isfinite is False for inf, -inf and NaN."
+                    raise ExerciseError(
+                        f"{label}: step {step}'s gradients hold {what}, but update returned True. That step must be "
+                        "skipped (return False): applying it would write inf or NaN into the weights, and the "
+                        f"weights would never recover.{hint}" + _trace(kinds, scales))
+                raise ExerciseError(f"{label}: at step {step} every gradient is finite, but update returned False "
+                                    "(skip). Only a step whose gradients hold inf or NaN is skipped."
+                                    + _trace(kinds, scales))
+            got = _scale_of(mine, label)
+            if got != ref.scale:
+                raise ExerciseError(f"{label}: after step {step} ({what}) the scale should be {ref.scale:g} (it was "
+                                    f"{before:g}), got {got:g}. "
+                                    + _scale_hint(bad is not None, before, ref.scale, got, interval, ref.good_steps)
+                                    + _trace(kinds, scales))
+
+
+def _scale_of(obj: Any, label: str) -> float:
+    try:
+        return float(obj.scale)
+    except AttributeError:
+        raise ExerciseError(f"{label} has no attribute scale: the training loop reads scaler.scale before each "
+                            "step") from None
+    except (TypeError, ValueError):
+        raise ExerciseError(f"{label}.scale should be a number, got {obj.scale!r:.60}") from None
+
+
+def _scale_hint(overflow: bool, before: float, want: float, got: float, interval: int, good: int) -> str:
+    if overflow:
+        if got == before:
+            return ("The gradients overflowed, so the scale was too large: halve it. Your scaler never backs off, so "
+                    "every later step would overflow again and be skipped.")
+        if got > before:
+            return "The gradients overflowed: the scale must go DOWN, by a factor 2."
+        return "On inf or NaN, back off by exactly a factor 2 (scale / 2)."
+    if want > before and got == before:
+        return (f"This was the {interval}th finite step in a row since the last overflow or the last growth "
+                f"(growth_interval = {interval}): double the scale now, and start counting again from 0.")
+    if want == before and got > before:
+        return (f"Only {good} finite step(s) in a row since the last overflow or growth, and growth_interval is "
+                f"{interval}: not yet. The count of good steps starts again from 0 after an overflow AND after "
+                "each growth.")
+    if want > before:
+        return "Grow by exactly a factor 2."
+    return "On a finite step the scale only changes when it grows (x 2 after growth_interval good steps in a row)."

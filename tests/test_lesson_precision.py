@@ -1,0 +1,158 @@
+"""Lesson 16's checks (asgteach.lessons.checks_precision): right answers pass, the usual wrong ones fail and say why."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asgteach.lessons import ExerciseError, check, checks_precision, exercise
+
+
+# --- exercise 1: to_bfloat16 ---------------------------------------------------------------------------
+
+def _right(x: np.ndarray) -> np.ndarray:
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0x7FC00000), rounded).view(np.float32)
+
+
+def _chop(x: np.ndarray) -> np.ndarray:
+    return (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32)
+
+
+def _half_up(x: np.ndarray) -> np.ndarray:      # ties away from zero
+    u = x.view(np.uint32).astype(np.uint64)
+    rounded = ((u + 0x8000) & 0xFFFF0000).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0x7FC00000), rounded).view(np.float32)
+
+
+def _nan_unaware(x: np.ndarray) -> np.ndarray:
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32)
+
+
+def _nan_kept(x: np.ndarray) -> np.ndarray:     # a NaN, but not a bfloat16 one
+    return np.where(np.isnan(x), x, _nan_unaware(x))
+
+
+def _in_place(x: np.ndarray) -> np.ndarray:
+    u = x.view(np.uint32)
+    u += np.uint32(1)
+    return _right(x)
+
+
+def _by_value(x: np.ndarray) -> np.ndarray:     # frexp: right for normal numbers only
+    with np.errstate(all="ignore"):
+        m, e = np.frexp(x.astype(np.float64))
+        return np.ldexp(np.rint(m * 256), e - 8).astype(np.float32)
+
+
+def test_bfloat16_right_answer_passes() -> None:
+    checks_precision.bfloat16_check(_right)
+
+
+def test_bfloat16_reference_on_known_patterns() -> None:
+    u = np.array([0x3F808000, 0x3F818000, 0x3FFFFFFF, 0x7F7FFFFF, 0x7F800001, 0x807FFFFF, 0x80000001], dtype=np.uint32)
+    want = [0x3F800000, 0x3F820000, 0x40000000, 0x7F800000, None, 0x80800000, 0x80000000]
+    got = checks_precision._bf16_bits(u)
+    for g, w in zip(got, want):
+        assert (g & 0xFFFF) == 0 and (w is None or g == w), hex(int(g))
+    assert np.isnan(got[4:5].view(np.float32)).all()
+
+
+@pytest.mark.parametrize(("fn", "words"), [
+    (_chop, "that is truncation"),
+    (_half_up, "Ties go to the neighbour whose last kept bit is 0"),
+    (_nan_unaware, "Test for NaN first"),
+    (_nan_kept, "its low 16 bits are not 0"),
+    (_in_place, "changed its input array"),
+    (_by_value, "subnormals"),
+    (lambda x: _right(x).astype(np.float64), "should return float32"),
+    (lambda x: _right(x).ravel(), "of x's shape"),
+])
+def test_bfloat16_wrong_answers_fail_with_a_hint(fn, words: str) -> None:
+    with pytest.raises(ExerciseError, match=words):
+        checks_precision.bfloat16_check(fn)
+
+
+def test_bfloat16_stub_is_not_done(capsys: pytest.CaptureFixture) -> None:
+    def stub(x):
+        raise NotImplementedError("exercise 1")
+
+    with exercise(1):
+        pass
+    with check(1):
+        checks_precision.bfloat16_check(stub)
+    assert "exercise 1: not done yet" in capsys.readouterr().out
+
+
+# --- exercise 2: DynamicScaler ---------------------------------------------------------------------------
+
+class _Right:
+    def __init__(self, init_scale: float = 2.0 ** 16, growth_interval: int = 100) -> None:
+        self.scale, self.growth_interval, self.good = init_scale, growth_interval, 0
+
+    def update(self, grads: list) -> bool:
+        if not all(np.isfinite(g).all() for g in grads):
+            self.scale /= 2
+            self.good = 0
+            return False
+        self.good += 1
+        if self.good == self.growth_interval:
+            self.scale *= 2
+            self.good = 0
+        return True
+
+
+class _NeverBacksOff(_Right):
+    def update(self, grads: list) -> bool:
+        finite = all(np.isfinite(g).all() for g in grads)
+        if finite:
+            super().update(grads)
+        return finite
+
+
+class _AppliesOverflow(_Right):
+    def update(self, grads: list) -> bool:
+        super().update(grads)
+        return True
+
+
+class _NoResetOnOverflow(_Right):
+    def update(self, grads: list) -> bool:
+        if not all(np.isfinite(g).all() for g in grads):
+            self.scale /= 2
+            return False
+        return super().update(grads)
+
+
+class _GrowsLate(_Right):
+    def update(self, grads: list) -> bool:
+        if not all(np.isfinite(g).all() for g in grads):
+            return super().update(grads)
+        if self.good == self.growth_interval:
+            self.scale *= 2
+            self.good = 0
+        self.good += 1
+        return True
+
+
+class _InfOnly(_Right):
+    def update(self, grads: list) -> bool:
+        return super().update([np.where(np.isnan(g), 0.0, g) for g in grads])
+
+
+def test_scaler_right_answer_passes() -> None:
+    checks_precision.scaler_check(_Right)
+
+
+@pytest.mark.parametrize(("cls", "words"), [
+    (_NeverBacksOff, "never backs off"),
+    (_AppliesOverflow, "That step must be skipped"),
+    (_NoResetOnOverflow, "starts again from 0 after an overflow"),
+    (_GrowsLate, "double the scale now"),
+    (_InfOnly, "np.isinf does not see NaN"),
+])
+def test_scaler_wrong_answers_fail_with_a_hint(cls: type, words: str) -> None:
+    with pytest.raises(ExerciseError, match=words):
+        checks_precision.scaler_check(cls)
