@@ -61,7 +61,7 @@ def test_the_rewrite_passes() -> None:
     (lambda o, s: _rewrite(o, s, wire="copies read originals"), "the recomputed node"),
     (lambda o, s: _rewrite(o, s, when="start of the backward"), "the peak of your plan"),
     (lambda o, s: _rewrite(o, s, once=False), "more than once"),
-    (lambda o, s: checks_memory.checkpointed(o, [s]), "write the rewrite yourself"),
+    (lambda o, s: checks_memory.checkpointed(o, [s]), "checkpointed"),
     (lambda o, s: o[:1], "should return a list of"),
 ])
 def test_a_wrong_rewrite_is_named(wrong, words: str) -> None:
@@ -70,9 +70,12 @@ def test_a_wrong_rewrite_is_named(wrong, words: str) -> None:
 
 
 def test_the_reference_borrowed_by_name_is_refused() -> None:
-    recompute_segment = checkpointed  # noqa: F841 - a notebook's alias of the lesson's rewrite
-    with pytest.raises(ExerciseError, match="hands the work"):
-        recompute_check(checkpointed)
+    def lazy(outputs, segment):   # `from asgteach.lessons.checks_memory import checkpointed` in the notebook
+        return checkpointed(outputs, [segment])
+
+    for fn in (lazy, checkpointed):
+        with pytest.raises(ExerciseError, match="hands the work"):
+            recompute_check(fn)
 
 
 def test_the_stub_of_an_unfinished_exercise_passes_through() -> None:

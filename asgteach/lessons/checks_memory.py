@@ -18,7 +18,6 @@ import numpy as np
 
 from .checks import check_array, without
 from .exercises import ExerciseError
-from .lesson_checks import _borrowed
 
 __all__ = ["checkpointed", "recompute_check", "budget_check", "LESSON_MLP"]
 
@@ -231,7 +230,9 @@ def recompute_check(fn: Callable[..., Any]) -> None:
     and peak no higher than recomputing right before the first backward reader.
     """
     this = sys.modules[__name__]
-    found = _borrowed(fn, checkpointed)
+    names = getattr(getattr(fn, "__code__", None), "co_names", ())
+    found = getattr(fn, "__name__", "it") if fn is checkpointed else next(
+        (k for k, v in getattr(fn, "__globals__", {}).items() if v is checkpointed and k in names), None)
     if found:
         raise ExerciseError(f"recompute_segment hands the work to the lesson's checkpointed() (as {found!r}): write "
                             "the rewrite yourself")
@@ -243,7 +244,7 @@ def recompute_check(fn: Callable[..., Any]) -> None:
         shape = [(n.op, n.inputs) for n in old.nodes]
         where = (f"on the check's {n_layers}-layer {activation} MLP (batch {batch}, width {width}), segment = "
                  f"layers {first}-{last} (nodes {segment})")
-        with without(attrs=[(this, "checkpointed")], why="write the rewrite yourself"):
+        with without(attrs=[(this, "checkpointed")], why="it is the answer; build your new graph with copy_node"):
             try:
                 got = fn(list(outputs), list(segment))
             except (ExerciseError, NotImplementedError):
