@@ -1,0 +1,699 @@
+"""Lesson 1b's checks: an autograd from scratch (a topological sort, fan-out in one op, the power rule).
+
+In lesson 1b the student writes ``Value``, a float that remembers its ``inputs`` and carries a
+``_backward`` closure (micrograd style, in plain Python). Each check here runs the student's function
+on expressions and graphs the lesson never showed, at fresh random points, and compares every gradient
+with two referees that share none of the student's code:
+
+* ``at.grad`` on the same expression built as an asgteach graph (scalar inputs), and
+* central differences of the same expression evaluated with plain floats.
+
+Three shortcuts must fail, each with a message that says why:
+
+* handing the work to asgteach inside the answer (``at.grad``, a compiled plan, an op's kernel): while
+  the student's code runs, a profile hook notes every call into the asgteach package (a check's own
+  helpers excepted), and any such call fails the exercise — "plain Python" is the exercise;
+* a derivative computed by finite differences, or the forward value sent back in its place: the op is
+  first checked alone, exact to round-off (finite differences agree to ~10 digits only), and the
+  message says what the wrong number looks like;
+* a value written for the lesson's one point: every number is drawn fresh.
+
+The lesson imports the three public checks only; this file gives the answers away: try the lesson first.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import os
+import sys
+from pathlib import Path
+from types import CodeType
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+from .exercises import ExerciseError
+
+__all__ = ["topo_order_check", "dot_check", "pow_check"]
+
+#: the asgteach package folder: a call into any file under it, from a student's answer, is the library's help
+_PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1])
+_TIGHT = dict(rtol=1e-9, atol=1e-12)         # a gradient against at.grad: round-off only
+_EXACT = dict(rtol=1e-12, atol=1e-14)        # one op's local derivative, alone: finite differences miss this
+
+
+def _fresh(seed: int | None = None) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def _num(v: float) -> str:
+    return f"{v:.10g}"
+
+
+# --- the guard: the answer must not call asgteach ---------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _in_package(filename: str) -> bool:
+    return os.path.realpath(filename).startswith(_PACKAGE + os.sep)
+
+
+def _codes(*functions: Callable[..., Any]) -> frozenset[CodeType]:
+    """The code objects of ``functions`` and of everything nested in them (lambdas, generator expressions)."""
+    found: set[CodeType] = set()
+    todo = [f.__code__ for f in functions]
+    while todo:
+        code = todo.pop()
+        if code not in found:
+            found.add(code)
+            todo.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return frozenset(found)
+
+
+class _Guard:
+    """Runs the student's code with a profile hook that notes the first call into the asgteach package.
+
+    ``allowed`` are this module's own helpers that run under the hook (the expression builders). A hook
+    switched off by the answer is noted too.
+    """
+
+    def __init__(self, allowed: frozenset[CodeType]) -> None:
+        self.allowed = allowed
+        self.touched: str | None = None
+        self.escaped = False
+        self._hook = self._profile            # one bound method: sys.getprofile() returns this same object
+
+    def _profile(self, frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or self.touched is not None:
+            return
+        code = frame.f_code
+        if code not in self.allowed and _in_package(code.co_filename):
+            where = os.path.relpath(os.path.realpath(code.co_filename), os.path.dirname(_PACKAGE))
+            self.touched = f"{code.co_name} in {where}"
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        previous = sys.getprofile()
+        sys.setprofile(self._hook)
+        try:
+            return fn(*args)
+        finally:
+            if sys.getprofile() is not self._hook:
+                self.escaped = True
+            sys.setprofile(previous)
+
+    def verdict(self, name: str) -> None:
+        """Raise ExerciseError if the student's code called asgteach (or switched the hook off)."""
+        if self.touched is not None:
+            raise ExerciseError(
+                f"{name} uses asgteach (it called {self.touched} while it ran): the exercise is to write it in "
+                "plain Python (math or numpy), and the check compares your numbers with asgteach's own")
+        if self.escaped:
+            raise ExerciseError(f"{name} switched off the check's profile hook (sys.setprofile): leave it alone")
+
+
+def _call(guard: _Guard, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` under the guard; an exception becomes an ExerciseError naming ``name`` (a stub's passes)."""
+    try:
+        result = guard.call(fn, *args)
+    except NotImplementedError:
+        raise                               # the stub of an unfinished exercise: check(n) says "not done yet"
+    except ExerciseError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the student's code failing is a finding, reported as such
+        guard.verdict(name)                 # an asgteach call that failed is reported as the asgteach call
+        raise ExerciseError(f"{name} raised {type(e).__name__}: {e}") from e
+    guard.verdict(name)
+    return result
+
+
+# --- the same expression in three worlds: the student's Values, an asgteach graph, floats ----------------
+
+class _Ops(NamedTuple):
+    """What an expression needs besides + and *: tanh, and the op under test (dot, pow)."""
+
+    tanh: Callable[[Any], Any]
+    dot: Callable[[Sequence[Any], Sequence[Any]], Any]
+    pow: Callable[[Any, float], Any]
+
+
+def _plain_dot(ws: Sequence[Any], xs: Sequence[Any]) -> Any:
+    return functools.reduce(operator.add, [w * x for w, x in zip(ws, xs)])
+
+
+def _plain_pow(x: Any, n: float) -> Any:
+    return x ** n
+
+
+def _value_tanh(v: Any) -> Any:
+    return v.tanh()
+
+
+def _graph_ops() -> _Ops:
+    import asgteach as at
+
+    return _Ops(at.tanh, _plain_dot, _plain_pow)
+
+
+_FLOATS = _Ops(math.tanh, _plain_dot, _plain_pow)
+
+
+class _Expression(NamedTuple):
+    """An expression of scalar leaves, written once for any of the three worlds: ``build(ops, *leaves)``."""
+
+    text: str
+    leaves: tuple[str, ...]
+    build: Callable[..., Any]
+    positive: bool = False                  # leaves drawn > 0 (a fractional power of a negative number)
+
+
+def _referees(expr: _Expression, values: Sequence[float]) -> tuple[float, np.ndarray, np.ndarray]:
+    """(value, at.grad's gradient, central differences' gradient) of ``expr`` at ``values``; they must agree."""
+    import asgteach as at
+
+    with at.Graph(name=f"check: {expr.text}"):
+        leaves = [at.input(name, ()) for name in expr.leaves]
+        root = expr.build(_graph_ops(), *leaves)
+        grads = at.grad(root, leaves)
+    out = at.run([root, *grads], {t: np.float64(v) for t, v in zip(leaves, values)})
+    value, by_grad = float(out[0]), np.array([float(g) for g in out[1:]])
+    by_fd = np.zeros(len(values))
+    for i, v in enumerate(values):
+        h = 1e-6 * max(1.0, abs(v))
+        up, down = list(values), list(values)
+        up[i], down[i] = v + h, v - h
+        by_fd[i] = (expr.build(_FLOATS, *up) - expr.build(_FLOATS, *down)) / (2 * h)
+    if not np.allclose(by_grad, by_fd, rtol=1e-5, atol=1e-7):   # the referees disagree: a bug of this check
+        raise RuntimeError(f"check error: at.grad {by_grad} and central differences {by_fd} disagree on "
+                           f"{expr.text} at {list(values)}")
+    return value, by_grad, by_fd
+
+
+def _draw(expr: _Expression, rng: np.random.Generator) -> list[float]:
+    if expr.positive:
+        return [float(v) for v in rng.uniform(0.4, 1.8, size=len(expr.leaves))]
+    return [float(v) * float(rng.choice([-1.0, 1.0])) for v in rng.uniform(0.3, 1.5, size=len(expr.leaves))]
+
+
+def _student_run(expr: _Expression, Value: Any, ops: _Ops, values: Sequence[float]) -> tuple[Any, list[Any]]:
+    """Build ``expr`` from the student's Values and ops, and run its backward(): (root, leaves)."""
+    leaves = [Value(v) for v in values]
+    root = expr.build(ops, *leaves)
+    root.backward()
+    return root, leaves
+
+
+def _compare_with_referees(expr: _Expression, Value: Any, ops: _Ops, values: Sequence[float], guard: _Guard,
+                           name: str, hint: str) -> None:
+    """The student's value and gradients of ``expr`` at ``values`` against at.grad and central differences."""
+    value, by_grad, by_fd = _referees(expr, values)
+    at_point = ", ".join(f"{n}={_num(v)}" for n, v in zip(expr.leaves, values))
+    root, leaves = _call(guard, f"{expr.text} (built with your {name})", _student_run, expr, Value, ops, values)
+    got_value = float(getattr(root, "data", np.nan))
+    if not np.isclose(got_value, value, **_TIGHT):
+        raise ExerciseError(f"the value of {expr.text} at {at_point} should be {_num(value)}, your Values give "
+                            f"{_num(got_value)}: check the forward part of {name} (out.data)")
+    for leaf, n, want, fd in zip(leaves, expr.leaves, by_grad, by_fd):
+        got = float(leaf.grad)
+        if not np.isclose(got, want, **_TIGHT):
+            raise ExerciseError(
+                f"d/d{n} of {expr.text} at {at_point} should be {_num(want)} (at.grad on the same expression: "
+                f"{_num(want)}, central differences: {fd:.8g}), backward() with your {name} gives {_num(got)}."
+                + (f"\n  Hint: {hint}" if hint else ""))
+
+
+# --- exercise 1: topo_order on graphs of the check's own ------------------------------------------------
+
+class _TooManyReads(Exception):
+    """Raised by a node's ``inputs`` once a topological sort has read far more than it needs."""
+
+
+class _Counter:
+    def __init__(self, budget: int) -> None:
+        self.reads, self.budget = 0, budget
+
+
+class _Node:
+    """A node of the check's own graphs: an ``inputs`` tuple (every read counted), and a name for the messages."""
+
+    def __init__(self, name: str, inputs: Sequence[_Node], counter: _Counter) -> None:
+        self.name, self.own_inputs, self.counter = name, tuple(inputs), counter
+
+    @property
+    def inputs(self) -> tuple[_Node, ...]:
+        self.counter.reads += 1
+        if self.counter.reads > self.counter.budget:
+            raise _TooManyReads(self.name)
+        return self.own_inputs
+
+    def __repr__(self) -> str:
+        return f"<node {self.name}>"
+
+
+class _Scalar:
+    """The check's own Value (add, mul, tanh), for exercise 1's gradients: it is ordered by the student's sort."""
+
+    def __init__(self, data: float, inputs: Sequence[_Scalar] = (), name: str = "") -> None:
+        self.data, self.grad, self.inputs, self.name = float(data), 0.0, tuple(inputs), name
+        self._backward: Callable[[], None] = lambda: None
+
+    def __add__(self, other: _Scalar) -> _Scalar:
+        out = _Scalar(self.data + other.data, (self, other), "+")
+
+        def back() -> None:
+            self.grad += out.grad
+            other.grad += out.grad
+        out._backward = back
+        return out
+
+    def __mul__(self, other: _Scalar) -> _Scalar:
+        out = _Scalar(self.data * other.data, (self, other), "*")
+
+        def back() -> None:
+            self.grad += other.data * out.grad
+            other.grad += self.data * out.grad
+        out._backward = back
+        return out
+
+    def tanh(self) -> _Scalar:
+        t = math.tanh(self.data)
+        out = _Scalar(t, (self,), "tanh")
+
+        def back() -> None:
+            self.grad += (1 - t * t) * out.grad
+        out._backward = back
+        return out
+
+    def __repr__(self) -> str:
+        return f"<{self.name} {self.data:.4g}>"
+
+
+def _inputs_of(node: Any) -> tuple[Any, ...]:
+    return node.own_inputs if isinstance(node, _Node) else tuple(node.inputs)
+
+
+def _name(node: Any) -> str:
+    return repr(getattr(node, "name", node))
+
+
+def _reachable(root: Any) -> list[Any]:
+    """Every node reachable from ``root`` (root included), found without recursion by the check itself."""
+    seen, todo, found = {id(root)}, [root], [root]
+    while todo:
+        for child in _inputs_of(todo.pop()):
+            if id(child) not in seen:
+                seen.add(id(child))
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _check_order(got: Any, root: Any, where: str) -> None:
+    """``got`` is every node reachable from ``root``, each once, every node after all of its inputs."""
+    if not isinstance(got, (list, tuple)):
+        raise ExerciseError(f"topo_order(root) should return a list of the nodes, got {type(got).__name__} "
+                            f"({where})")
+    want = _reachable(root)
+    wanted = {id(n) for n in want}
+    position: dict[int, int] = {}
+    for k, node in enumerate(got):
+        if id(node) not in wanted:
+            raise ExerciseError(f"topo_order(root) returned {node!r:.60} at position {k}, which is not a node "
+                                f"reachable from the root through .inputs ({where})")
+        if id(node) in position:
+            times = sum(1 for n in got if n is node)
+            raise ExerciseError(
+                f"node {_name(node)} appears {times} times in topo_order(root) ({where}); every node must appear "
+                "exactly once, even one that several nodes use (it is reached along several paths): remember the "
+                "nodes already visited (a set) and skip them")
+        position[id(node)] = k
+    missing = [n for n in want if id(n) not in position]
+    if missing:
+        names = ", ".join(_name(n) for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        raise ExerciseError(f"topo_order(root) misses {len(missing)} of the {len(want)} nodes reachable from the "
+                            f"root ({where}): {names}. Every node reachable through .inputs must be listed, the "
+                            "root and the leaves included")
+    wrong = [(n, c) for n in want for c in _inputs_of(n) if position[id(c)] > position[id(n)]]
+    if wrong:
+        node, child = wrong[0]
+        raise ExerciseError(f"node {_name(node)} comes before its input {_name(child)} in topo_order(root) "
+                            f"(positions {position[id(node)]} and {position[id(child)]}, {where}): every node must "
+                            "come after all of its inputs, and the root last (backward() walks the list from its "
+                            "end). Append a node only once all of its inputs are in the list (post-order): push it "
+                            "back, marked, before its inputs, and append it when you meet it again")
+
+
+def _run_topo(topo_order: Callable[[Any], Any], root: Any, where: str, counter: _Counter | None = None) -> Any:
+    try:
+        result = topo_order(root)
+    except NotImplementedError:
+        raise
+    except _TooManyReads:
+        raise
+    except RecursionError:
+        raise ExerciseError(
+            f"topo_order(root) raised RecursionError ({where}): a recursive visit needs one Python call per link "
+            f"of the longest chain, and Python stops at sys.getrecursionlimit() = {sys.getrecursionlimit()}. Keep "
+            "the nodes still to visit in a list of your own (a stack) instead of in Python's calls") from None
+    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+        raise ExerciseError(f"topo_order(root) raised {type(e).__name__}: {e} ({where})") from e
+    if counter is not None and counter.reads > counter.budget:   # stopped, but the answer swallowed the stop
+        raise _TooManyReads
+    return result
+
+
+def _read_budget_message(where: str, counter: _Counter, n: int) -> ExerciseError:
+    return ExerciseError(
+        f"topo_order(root) read the .inputs of the {n} nodes more than {counter.budget} times ({where}) and was "
+        "stopped: it walks every PATH to a node, and their number doubles with each diamond. Visit each node once: "
+        "remember the nodes already visited (a set) and skip them")
+
+
+def _structure_case(topo_order: Callable[[Any], Any], root: _Node, counter: _Counter, where: str, n: int) -> None:
+    """Sort the graph of ``root`` and check the order; a small graph twice (marks left on the nodes show)."""
+    for attempt in ("", ", called a second time on the same graph")[: 2 if n < 1000 else 1]:
+        counter.reads = 0
+        try:
+            got = _run_topo(topo_order, root, where + attempt, counter)
+        except _TooManyReads:
+            raise _read_budget_message(where + attempt, counter, n) from None
+        try:
+            _check_order(got, root, where + attempt)
+        except ExerciseError as e:
+            if attempt:
+                raise ExerciseError(f"{e}\n  The first call on this graph was right: does topo_order leave marks on "
+                                    "the nodes (an attribute such as v.visited) that the next call finds? Keep the "
+                                    "visited set inside the call") from None
+            raise
+
+
+def _graphs(rng: np.random.Generator) -> Iterator[tuple[str, _Node, _Counter, int]]:
+    """(description, root, counter, node count) for the structure cases, small ones first, made as needed."""
+    def counter_for(n: int) -> _Counter:
+        return _Counter(budget=20 * n + 100)
+
+    c = counter_for(1)
+    yield "a single leaf", _Node("x", (), c), c, 1
+    c = counter_for(2)
+    x = _Node("x", (), c)
+    yield "y = x * x: x is both inputs of y", _Node("y", (x, x), c), c, 2
+    c = counter_for(4)
+    a = _Node("a", (), c)
+    b, cc = _Node("b", (a,), c), _Node("c", (a,), c)
+    yield "a diamond: d reads b and c, which both read a", _Node("d", (b, cc), c), c, 4
+    depth = int(rng.integers(28, 33))
+    n = 3 * depth + 1
+    c = counter_for(n)
+    top = _Node("x0", (), c)
+    for i in range(depth):
+        left, right = _Node(f"l{i}", (top,), c), _Node(f"r{i}", (top,), c)
+        top = _Node(f"x{i + 1}", (left, right), c)
+    yield f"a chain of {depth} diamonds: x{depth} reaches x0 along 2**{depth} paths", top, c, n
+    for k in range(2):
+        nodes_count = int(rng.integers(30, 45))
+        c = counter_for(nodes_count + 4)
+        nodes = [_Node(f"leaf{i}", (), c) for i in range(4)]
+        for i in range(nodes_count):
+            picks = rng.integers(max(0, len(nodes) - 8), len(nodes), size=int(rng.integers(1, 4)))
+            nodes.append(_Node(f"v{i}", tuple(nodes[int(j)] for j in picks), c))
+        yield (f"a random graph of {len(nodes)} nodes with shared nodes (random graph {k + 1})", nodes[-1], c,
+               len(nodes))
+    length = min(60_000, max(20_000, sys.getrecursionlimit() + 5_000))
+    c = counter_for(length)
+    top = _Node("c0", (), c)
+    for i in range(1, length):
+        top = _Node(f"c{i}", (top,), c)
+    yield f"a chain of {length} nodes, c{length - 1} reads c{length - 2} ... reads c0", top, c, length
+
+
+def _recipe(rng: np.random.Generator, leaves: int, inner: int) -> list[tuple[int, int, int]]:
+    """A random expression with shared subexpressions: node k = tanh(node u * node v) + node w (u, v, w earlier)."""
+    return [tuple(int(j) for j in rng.integers(0, leaves + k, size=3)) for k in range(inner)]
+
+
+def _recipe_expression(recipe: list[tuple[int, int, int]], leaves: int) -> _Expression:
+    def build(ops: Any, *xs: Any) -> Any:
+        nodes = list(xs)
+        for u, v, w in recipe:
+            nodes.append(ops.tanh(nodes[u] * nodes[v]) + nodes[w])
+        return nodes[-1] + nodes[-2] * nodes[-3]
+    names = tuple("abcdefgh"[:leaves])
+    return _Expression(f"a random expression of {len(recipe)} steps in {', '.join(names)}", names, build)
+
+
+def topo_order_check(topo_order: Callable[[Any], Any], trials: int = 2) -> None:
+    """Exercise 1: ``topo_order(root)``, every node reachable once, inputs first, on graphs of the check's own.
+
+    Structure first, on nodes that have only ``inputs`` (a leaf, x * x, a diamond, a chain of ~30 diamonds that
+    a sort without a visited set walks 2**30 times, random graphs with shared nodes, a chain longer than
+    Python's recursion limit), each sorted twice (a sort that leaves marks on the nodes fails the second time).
+    Then gradients: fresh random expressions of the check's own Value, ordered by ``topo_order`` and swept
+    backwards, against at.grad and central differences.
+    """
+    if not callable(topo_order):
+        raise ExerciseError(f"topo_order should be a function, got {type(topo_order).__name__}")
+    rng = _fresh()
+    for where, root, counter, n in _graphs(rng):
+        _structure_case(topo_order, root, counter, f"on {where}", n)
+    for k in range(trials):
+        leaves = 3
+        expr = _recipe_expression(_recipe(rng, leaves, int(rng.integers(6, 10))), leaves)
+        values = _draw(expr, rng)
+        value, by_grad, by_fd = _referees(expr, values)
+        xs = [_Scalar(v, name=n) for n, v in zip(expr.leaves, values)]
+        root = expr.build(_Ops(_value_tanh, _plain_dot, _plain_pow), *xs)
+        got = _run_topo(topo_order, root, f"on {expr.text}")
+        _check_order(got, root, f"on {expr.text}")
+        for v in got:
+            v.grad = 0.0
+        root.grad = 1.0
+        for v in reversed(got):
+            v._backward()
+        for leaf, want, fd in zip(xs, by_grad, by_fd):
+            if not np.isclose(leaf.grad, want, **_TIGHT):
+                raise ExerciseError(f"sweeping {expr.text} in the reverse of your order gives d/d{leaf.name} = "
+                                    f"{_num(leaf.grad)}, but at.grad says {_num(want)} (central differences "
+                                    f"{fd:.8g})")
+
+
+# --- exercise 2: a fused dot, fan-out inside one op ------------------------------------------------------
+
+def _dot_1(ops: Any, x: Any) -> Any:
+    return ops.dot([x], [x])
+
+
+def _dot_2(ops: Any, a: Any, b: Any, c: Any) -> Any:
+    return ops.dot([a, a], [b, c])
+
+
+def _dot_3(ops: Any, a: Any, b: Any) -> Any:
+    return ops.dot([a, b], [b, a]) * a
+
+
+def _dot_4(ops: Any, a: Any, b: Any, c: Any) -> Any:
+    p = a * b
+    q = ops.tanh(c)
+    return ops.dot([p, q, p], [q, p, c]) + p * q
+
+
+def _dot_5(ops: Any, a: Any, b: Any) -> Any:
+    return ops.tanh(ops.dot([a, b, a], [a, a, b])) * ops.dot([b], [a])
+
+
+_DOT_EXPRESSIONS = (
+    _Expression("dot([x], [x])", ("x",), _dot_1),
+    _Expression("dot([a, a], [b, c])", ("a", "b", "c"), _dot_2),
+    _Expression("dot([a, b], [b, a]) * a", ("a", "b"), _dot_3),
+    _Expression("dot([p, q, p], [q, p, c]) + p * q with p = a * b, q = tanh(c)", ("a", "b", "c"), _dot_4),
+    _Expression("tanh(dot([a, b, a], [a, a, b])) * dot([b], [a])", ("a", "b"), _dot_5),
+)
+_DOT_ALLOWED = _codes(_student_run, _value_tanh, *(e.build for e in _DOT_EXPRESSIONS))
+
+
+def _is_value(out: Any, Value: Any) -> bool:
+    return isinstance(out, Value) and all(hasattr(out, a) for a in ("data", "grad", "inputs", "_backward"))
+
+
+def _dot_alone(dot: Callable[..., Any], Value: Any, rng: np.random.Generator) -> None:
+    """One call of dot with repeated inputs, its _backward called alone: exact, added to what was there."""
+    names = ("a", "b", "c")
+    data = [float(v) for v in rng.uniform(-1.5, 1.5, size=3)]
+    before = [float(v) for v in rng.uniform(-1.0, 1.0, size=3)]
+    pick_w, pick_x = [0, 1, 0, 2], [2, 0, 1, 0]            # a appears 4 times, b twice, c twice
+    guard = _Guard(frozenset())
+    leaves = [Value(v) for v in data]
+    for leaf, g in zip(leaves, before):
+        leaf.grad = g
+    ws, xs = [leaves[i] for i in pick_w], [leaves[i] for i in pick_x]
+    call = "dot([a, b, a, c], [c, a, b, a])"
+    point = ", ".join(f"{n}={_num(v)}" for n, v in zip(names, data))
+    out = _call(guard, call, dot, ws, xs)
+    if not _is_value(out, Value):
+        raise ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: {out!r:.60}")
+    want = sum(data[i] * data[j] for i, j in zip(pick_w, pick_x))
+    if not np.isclose(out.data, want, **_EXACT):
+        raise ExerciseError(f"{call} at {point}: out.data should be {_num(want)}, got {_num(out.data)}")
+    inputs = list(getattr(out, "inputs", ()))
+    for leaf, n in zip(leaves, names):
+        if not any(v is leaf for v in inputs):
+            raise ExerciseError(
+                f"{call}: {n} is not among out.inputs. dot must be ONE Value whose inputs are the ws and the xs "
+                "(not a chain of * and + Values): the topological sort reaches a node only through .inputs")
+    g = float(rng.uniform(0.5, 2.0)) * float(rng.choice([-1.0, 1.0]))
+    out.grad = g
+    _call(guard, f"{call}'s _backward", out._backward)
+    contributions: list[list[float]] = [[], [], []]
+    for i, j in zip(pick_w, pick_x):
+        contributions[i].append(data[j] * g)                 # d(w x)/dw = x
+        contributions[j].append(data[i] * g)                 # d(w x)/dx = w
+    got = [float(leaf.grad) for leaf in leaves]
+    if all(np.isclose(gv, b, **_EXACT) for gv, b in zip(got, before)):
+        raise ExerciseError(
+            f"after {call} and a call of out._backward(), no input's grad changed. Did you assign "
+            "out._backward = your closure? dot must be ONE Value whose _backward sends to every w and every x")
+    for n, gv, b, parts in zip(names, got, before, contributions):
+        want_g = b + sum(parts)
+        if np.isclose(gv, want_g, **_EXACT):
+            continue
+        where = (f"{n} appears {len(parts)} times among the inputs of {call} (at {point}, out.grad = {_num(g)}), "
+                 f"and had grad {_num(b)} already (from its other uses)")
+        if np.isclose(gv, sum(parts), **_EXACT):
+            why = ("Its grad became the sum of its contributions but lost the grad it had before: a contribution "
+                   "must be ADDED to what is there, never replace it (section 3)")
+        elif any(np.isclose(gv, p, **_EXACT) or np.isclose(gv, b + p, **_EXACT) for p in parts):
+            why = (f"Only one of its {len(parts)} contributions survived: each later one replaced the earlier ones "
+                   "instead of adding to them (section 3)")
+        elif np.isclose(gv - b, sum(parts) / g, **_EXACT):
+            why = "Each contribution must be multiplied by out.grad (the chain rule)"
+        else:
+            why = "Each w gets x * out.grad and each x gets w * out.grad, every one of them added to its grad"
+        raise ExerciseError(f"{where}: its grad should now be {_num(want_g)}, got {_num(gv)}. {why}")
+
+
+def dot_check(dot: Callable[..., Any], Value: Any, trials: int = 2) -> None:
+    """Exercise 2: ``dot(ws, xs)``, ONE Value for sum(w * x), whose _backward adds at every repeated input.
+
+    First alone (repeated inputs, grads already non-zero, out.grad not 1: a contribution assigned with ``=``
+    instead of added shows at once), then in fresh fan-out expressions (x . x, a node used by dot and by
+    other ops, dot inside tanh) built from the student's Value, swept by its backward(), against at.grad and
+    central differences. asgteach must not be called while the student's code runs.
+    """
+    if not callable(dot):
+        raise ExerciseError(f"dot should be a function dot(ws, xs), got {type(dot).__name__}")
+    rng = _fresh()
+    _dot_alone(dot, Value, rng)
+    ops = _Ops(_value_tanh, dot, _plain_pow)
+    for _ in range(trials):
+        for expr in _DOT_EXPRESSIONS:
+            _compare_with_referees(expr, Value, ops, _draw(expr, rng), _Guard(_DOT_ALLOWED), "dot",
+                                   hint="a Value used several times, inside one dot or by dot and other ops, "
+                                        "must receive every contribution, added up")
+
+
+# --- exercise 3: the power rule as a _backward ----------------------------------------------------------
+
+def _pow_1(ops: Any, x: Any, n: float) -> Any:
+    return ops.pow(x, n)
+
+
+def _pow_2(ops: Any, x: Any, y: Any, n: float) -> Any:
+    return ops.tanh(ops.pow(x, n)) * y
+
+
+def _pow_3(ops: Any, x: Any, y: Any, n: float) -> Any:
+    return ops.pow(x * y, n) + x
+
+
+def _pow_4(ops: Any, x: Any, n: float, m: float) -> Any:
+    return ops.pow(x, n) * ops.pow(x, m)
+
+
+def _pow_5(ops: Any, x: Any, y: Any, n: float, m: float) -> Any:
+    return ops.pow(ops.pow(x, n) + y * y, m)
+
+
+_POW_BUILDERS = (_pow_1, _pow_2, _pow_3, _pow_4, _pow_5)
+_POW_ALLOWED = _codes(_student_run, _value_tanh, *_POW_BUILDERS)
+
+
+def _exponents(rng: np.random.Generator) -> list[float]:
+    """Fresh exponents: integers of both signs, halves, and one of any size."""
+    pool = [2, 3, -1, -2, 0.5, 1.5, -0.5, 2.5]
+    picks = [pool[int(i)] for i in rng.permutation(len(pool))[:4]]
+    return [*picks, round(float(rng.uniform(0.3, 2.7)), 3)]
+
+
+def _pow_alone(value_pow: Callable[..., Any], Value: Any, rng: np.random.Generator) -> None:
+    """x ** n alone, for fresh x and n: out.data, out.inputs, and _backward's exact, added contribution."""
+    guard = _Guard(frozenset())
+    for n in _exponents(rng):
+        integer = float(n).is_integer()
+        x0 = float(rng.uniform(0.4, 1.8)) * (float(rng.choice([-1.0, 1.0])) if integer else 1.0)
+        before = float(rng.uniform(-1.0, 1.0))
+        g = float(rng.uniform(0.5, 2.0)) * float(rng.choice([-1.0, 1.0]))
+        call = f"value_pow(x, {n!r}) at x = {_num(x0)}"
+        x = Value(x0)
+        x.grad = before
+        out = _call(guard, call, value_pow, x, n)
+        if not _is_value(out, Value):
+            raise ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: "
+                                f"{out!r:.60}")
+        forward = x0 ** n
+        if not np.isclose(out.data, forward, **_EXACT):
+            raise ExerciseError(f"{call}: out.data should be x ** n = {_num(forward)}, got {_num(out.data)}")
+        if not any(v is x for v in getattr(out, "inputs", ())):
+            raise ExerciseError(f"{call}: x is not in out.inputs; the topological sort reaches x only through it")
+        out.grad = g
+        _call(guard, f"{call}: out._backward", out._backward)
+        got = float(x.grad) - before
+        want = n * x0 ** (n - 1) * g
+        if np.isclose(got, want, **_EXACT):
+            continue
+        head = (f"{call}, with out.grad = {_num(g)} and x.grad = {_num(before)} before: out._backward() should add "
+                f"{_num(want)} to x.grad, it added {_num(got)}")
+        if np.isclose(float(x.grad), before, **_EXACT):
+            why = "Nothing reached x.grad: did you assign out._backward = your closure?"
+        elif np.isclose(float(x.grad), want, **_EXACT):
+            why = ("The gradient x had before (from its other uses) was lost: add your contribution to x.grad "
+                   "(+=), never replace it")
+        elif np.isclose(got, forward * g, rtol=1e-9) or np.isclose(got, forward, rtol=1e-9):
+            why = ("That is the forward value x ** n (times out.grad): _backward must send the DERIVATIVE of x ** n "
+                   "with respect to x, times out.grad")
+        elif np.isclose(got, want, rtol=1e-4, atol=1e-8):
+            digits = -math.log10(abs(got - want) / max(abs(want), 1e-300))
+            why = (f"They agree to {digits:.0f} digits only ({got!r} vs {want!r}): that is what finite differences "
+                   "give. Write the exact derivative (the power rule): it agrees to round-off")
+        elif np.isclose(got * g, want, **_EXACT):
+            why = "Multiply the local derivative by out.grad (the chain rule)"
+        else:
+            why = "The local derivative d(x ** n)/dx, times out.grad, is what x must receive"
+        raise ExerciseError(f"{head}. {why}")
+
+
+def pow_check(value_pow: Callable[..., Any], Value: Any, trials: int = 2) -> None:
+    """Exercise 3: ``value_pow(x, n)`` = x ** n for a constant n, with its exact, accumulating _backward.
+
+    Alone first (fresh x and n, integer and fractional, out.grad not 1, x.grad not 0: the forward value,
+    a finite difference, a forgotten out.grad, an ``=`` each get a message of their own), then inside fresh
+    expressions (tanh(x**n) * y, (x*y)**n + x, x**n * x**m, (x**n + y*y)**m) swept by the student's
+    backward(), against at.grad and central differences. asgteach must not be called while it runs.
+    """
+    if not callable(value_pow):
+        raise ExerciseError(f"value_pow should be a function value_pow(x, n), got {type(value_pow).__name__}")
+    rng = _fresh()
+    _pow_alone(value_pow, Value, rng)
+    ops = _Ops(_value_tanh, _plain_dot, value_pow)
+    for _ in range(trials):
+        n, m = _exponents(rng)[:2]
+        expressions = [
+            _Expression(f"x ** {n!r}", ("x",), functools.partial(_pow_1, n=n), positive=True),
+            _Expression(f"tanh(x ** {n!r}) * y", ("x", "y"), functools.partial(_pow_2, n=n), positive=True),
+            _Expression(f"(x * y) ** {n!r} + x", ("x", "y"), functools.partial(_pow_3, n=n), positive=True),
+            _Expression(f"x ** {n!r} * x ** {m!r}", ("x",), functools.partial(_pow_4, n=n, m=m), positive=True),
+            _Expression(f"(x ** {n!r} + y * y) ** {m!r}", ("x", "y"), functools.partial(_pow_5, n=n, m=m),
+                        positive=True),
+        ]
+        for expr in expressions:
+            _compare_with_referees(expr, Value, ops, _draw(expr, rng), _Guard(_POW_ALLOWED), "value_pow",
+                                   hint="check value_pow alone first: out.data = x ** n, and x.grad += "
+                                        "(d(x ** n)/dx) * out.grad")
