@@ -160,8 +160,9 @@ def _judge(got: Any, outputs: list[Any], segment: list[int], feeds: dict[str, np
         if t.shape != o.shape:
             raise ExerciseError(f"{where}: output {k} should have shape {o.shape} (that of {_describe(o.node)}), "
                                 f"got {t.shape}: return the new graph's Tensors in the order of `outputs`")
-    names = ["the loss"] + [f"d loss / d {old.nodes[i].name}" for i in
-                            (old.nodes[o.node_id].meta.get("grad_of") for o in outputs[1:])]
+    of = [old.nodes[o.node_id].meta.get("grad_of") for o in outputs[1:]]
+    names = ["the loss"] + [f"d loss / d {old.nodes[i].name}" if isinstance(i, int) else f"output {k + 1}"
+                            for k, i in enumerate(of)]
     want = at.run(list(outputs), feeds)
     try:
         values = at.run(list(got), feeds)
