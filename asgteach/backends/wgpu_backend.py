@@ -55,7 +55,7 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
-from .wgpu_chain import chain_dispatch, chain_leaves, in_place_leaf
+from .wgpu_chain import chain_dispatch, chain_leaves, in_place_leaves
 from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
 from .wgpu_fuse import plan_fusion
 from .wgpu_kernels import Dispatch, gemm_sum, lower
@@ -326,13 +326,15 @@ class Plan:
             for nid in d.binds.values():
                 users.setdefault(nid, []).append(k)
         per_chain: dict[int, dict[int, int]] = {}
+        eligible: dict[int, set[int]] = {}   # chain root -> the leaves it reads at each thread's own index
         for new, old in pairs:
             root = f.chain_of.get(new)
             if root is None or root not in self._chain_at or old in self.outputs:
                 continue
             chain, k = f.chains[root], self._chain_at[root]
-            if (new != root and new not in chain.stores) or old not in chain_leaves(g, chain.members) \
-                    or not in_place_leaf(g, chain, old):
+            if root not in eligible:
+                eligible[root] = in_place_leaves(g, chain)
+            if (new != root and new not in chain.stores) or old not in eligible[root]:
                 continue
             if any(j > k for j in users.get(old, [])) or any(j != k for j in users.get(new, [])):
                 continue   # read after the update, or the new value is read elsewhere: keep the copy

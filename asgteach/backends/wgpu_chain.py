@@ -33,12 +33,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..graph import Graph, Node
-from ..resources import shader_source
-from .wgpu_device import family_source
+from .wgpu_device import family_source, shader_text
 from .wgpu_kernels import (NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse, contiguous_strides,
                            ew_attr_values, ew_function, ew_load, ew_variant, fbits, groups_for)
 
-__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaf"]
+__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaves"]
 
 MAX_INPUTS = 7        # storage buffers a kernel may bind on a WebGPU-default device (8), one is the output
 _WORDS = 64           # the uniform block of one dispatch
@@ -115,10 +114,11 @@ def _function_name(n: Node, taken: dict[str, str]) -> str:
     return fn
 
 
-def in_place_leaf(g: Graph, chain: Chain, leaf: int) -> bool:
-    """Is ``leaf`` read at each thread's own index (same shape, from a buffer)? Then an output may overwrite it."""
+def in_place_leaves(g: Graph, chain: Chain) -> set[int]:
+    """The leaves read at each thread's own index (same shape, from a buffer): an output may overwrite them."""
     lay = _layout(g, chain)
-    return leaf in lay.buffers and leaf not in lay.strided and g.nodes[leaf].shape == g.nodes[chain.root].shape
+    shape = g.nodes[chain.root].shape
+    return {leaf for leaf in lay.buffers if leaf not in lay.strided and g.nodes[leaf].shape == shape}
 
 
 def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
@@ -126,7 +126,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     """The fused kernel's dispatch, and a comment saying which WGSL variable is which node.
 
     ``buffer_of``: leaf node -> the node whose buffer holds it (a reshape shares its input's).
-    ``inplace``: output member (root or store) -> a leaf (see :func:`in_place_leaf`) whose buffer
+    ``inplace``: output member (root or store) -> a leaf (see :func:`in_place_leaves`) whose buffer
     it is written into; the kernel reads that leaf from the member's own binding.
     """
     inplace = dict(inplace or {})
@@ -203,7 +203,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
         body.append(f"    let v{k} = {fn}({', '.join([*(ref(i) for i in n.inputs), *attrs])});")
     body += [f"    st{j}[i] = v{pos[m]};   // an output too" for j, m in enumerate(chain.stores)]
     source = family_source(
-        "fused", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"), OPS="\n".join(ops.values()),
+        "fused", INPUTS="\n".join(inputs), MATH=shader_text("elementwise_math"), OPS="\n".join(ops.values()),
         OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{pos[chain.root]}",
     )
     digest = hashlib.sha1(source.encode()).hexdigest()

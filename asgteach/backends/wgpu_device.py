@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..resources import shader_source
+from ..resources import shader_source, shaders_dir
 
 __all__ = ["Gpu", "gpu", "check_available", "describe", "NO_ADAPTER_HELP"]
 
@@ -166,15 +166,32 @@ def describe() -> dict[str, Any]:
 
 
 _TEMPLATE = re.compile(r"\{\{(\w+)\}\}")
+_TEXTS: dict[str, tuple[int, str]] = {}   # family -> (file mtime, text): a plan asks hundreds of times
+_DIR: list[Any] = []
+
+
+def shader_text(family: str) -> str:
+    """``resources.shader_source(family)``, read again only when the file changed (a compile asks for
+    the same few files hundreds of times; finding the folder and reading them was ~20 % of it)."""
+    if not _DIR:
+        _DIR.append(shaders_dir())
+    try:
+        mtime = (_DIR[0] / f"{family}.wgsl").stat().st_mtime_ns
+    except OSError:
+        return shader_source(family)   # (its message names the known families)
+    hit = _TEXTS.get(family)
+    if hit is None or hit[0] != mtime:
+        hit = _TEXTS[family] = (mtime, shader_source(family))
+    return hit[1]
 
 
 def family_source(family: str, **fill: Any) -> str:
     """WGSL for one kernel family: common.wgsl, then the family file with {{NAME}}s filled."""
-    text = shader_source(family)
+    text = shader_text(family)
 
     def sub(m: re.Match) -> str:
         if m.group(1) not in fill:
             raise KeyError(f"shader {family}.wgsl needs a value for {{{{{m.group(1)}}}}}")
         return str(fill[m.group(1)])
 
-    return shader_source("common") + "\n" + _TEMPLATE.sub(sub, text)
+    return shader_text("common") + "\n" + _TEMPLATE.sub(sub, text)

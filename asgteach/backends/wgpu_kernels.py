@@ -25,8 +25,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
-from ..resources import shader_source
-from .wgpu_device import family_source
+from .wgpu_device import family_source, shader_text
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
 __all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "ew_expr",
@@ -168,7 +167,7 @@ def elementwise_source(g: Graph, node: Node, attr_word: int) -> str:
     inputs = [f"@group(0) @binding({1 + k}) var<storage, read> in{k}: array<u32>;" for k in range(len(ins))]
     loads = [f"    let {n} = {ew_load(x, f'in{k}[offset_of(i, {k}u)]')};" for k, (n, x) in enumerate(zip(names, ins))]
     attrs = [f"pf({attr_word + j}u)" for j in range(len(spec(node.op).float_attrs))]
-    return family_source("elementwise", INPUTS="\n".join(inputs), MATH=shader_source("elementwise_math"),
+    return family_source("elementwise", INPUTS="\n".join(inputs), MATH=shader_text("elementwise_math"),
                          OP=ew_function(node), ENTRY=f"main{len(ins)}", LOADS="\n".join(loads),
                          CALL=f"op({', '.join([*names, *attrs])})")
 

@@ -11,6 +11,7 @@ the default (bench/matmul_gpu.py measures several on a real GPU).
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
@@ -59,6 +60,7 @@ def tile_from_env() -> Tile:
     return tile
 
 
+@functools.lru_cache(maxsize=64)
 def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) -> str:
     """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
 
