@@ -95,6 +95,7 @@ def test_elu_registration_shape_rule_and_texts() -> None:
     _fails(elu_check, ELU, "not LaTeX that matplotlib can draw",
            explain={"en": {**_TEXT["en"], "formula": r"\frac{x"}, "ru": _TEXT["ru"]})
     _fails(elu_check, ELU, "never numpy arrays", vjp=lambda c, g: (np.ones(3),))
+    _fails(elu_check, ELU, "this check's own reference", numpy=checks_custom_op._elu)
 
 
 def test_bce_at_extreme_logits() -> None:

