@@ -321,3 +321,23 @@ def test_a_stub_is_not_done_yet(capsys: pytest.CaptureFixture) -> None:
     with check(71):
         checks_scratch.pow_check(stub, Value)
     assert "exercise 71: not done yet" in capsys.readouterr().out
+
+
+def test_a_class_cell_run_again_is_named_as_the_likely_cause() -> None:
+    dropped = ("backward", "__dict__", "__weakref__")
+    fresh = type("Value", (), {k: v for k, v in vars(Value).items() if k not in dropped})   # the cell, run again
+
+    def pow_of(cls):
+        def value_pow(self, n):
+            out = cls(self.data ** n, (self,), "**")
+
+            def _backward():
+                self.grad += n * self.data ** (n - 1) * out.grad
+            out._backward = _backward
+            return out
+        return value_pow
+
+    with pytest.raises(ExerciseError, match="returned a Value of an older `class Value`"):
+        checks_scratch.pow_check(pow_of(Value), fresh)        # the answer still makes the old class's Values
+    with pytest.raises(ExerciseError, match=r"run section 2's cell \(Value.backward = backward\) again"):
+        checks_scratch.pow_check(pow_of(fresh), fresh)        # the new class lost backward()

@@ -122,7 +122,11 @@ def _call(guard: _Guard, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         raise
     except Exception as e:  # noqa: BLE001 - the student's code failing is a finding, reported as such
         guard.verdict(name)                 # an asgteach call that failed is reported as the asgteach call
-        raise ExerciseError(f"{name} raised {type(e).__name__}: {e}") from e
+        hint = ""
+        if isinstance(e, AttributeError) and "'backward'" in str(e):
+            hint = ("\n  Hint: running the `class Value` cell again makes a new class, without the methods added "
+                    "after it: run section 2's cell (Value.backward = backward) again, then this one")
+        raise ExerciseError(f"{name} raised {type(e).__name__}: {e}{hint}") from e
     guard.verdict(name)
     return result
 
@@ -510,8 +514,14 @@ _DOT_EXPRESSIONS = (
 _DOT_ALLOWED = _codes(_student_run, _value_tanh, *(e.build for e in _DOT_EXPRESSIONS))
 
 
-def _is_value(out: Any, Value: Any) -> bool:
-    return isinstance(out, Value) and all(hasattr(out, a) for a in ("data", "grad", "inputs", "_backward"))
+def _not_a_value(call: str, out: Any, Value: Any) -> ExerciseError | None:
+    """None when ``out`` is a Value of the class the check was given; else the error that says what it is."""
+    if isinstance(out, Value) and all(hasattr(out, a) for a in ("data", "grad", "inputs", "_backward")):
+        return None
+    if type(out).__name__ == getattr(Value, "__name__", ""):
+        return ExerciseError(f"{call} returned a Value of an older `class Value` than the one the check was given: "
+                             "was the class cell run again after this answer? Run the lesson's cells again in order")
+    return ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: {out!r:.60}")
 
 
 def _dot_alone(dot: Callable[..., Any], Value: Any, rng: np.random.Generator) -> None:
@@ -528,8 +538,8 @@ def _dot_alone(dot: Callable[..., Any], Value: Any, rng: np.random.Generator) ->
     call = "dot([a, b, a, c], [c, a, b, a])"
     point = ", ".join(f"{n}={_num(v)}" for n, v in zip(names, data))
     out = _call(guard, call, dot, ws, xs)
-    if not _is_value(out, Value):
-        raise ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: {out!r:.60}")
+    if (error := _not_a_value(call, out, Value)) is not None:
+        raise error
     want = sum(data[i] * data[j] for i, j in zip(pick_w, pick_x))
     if not np.isclose(out.data, want, **_EXACT):
         raise ExerciseError(f"{call} at {point}: out.data should be {_num(want)}, got {_num(out.data)}")
@@ -635,9 +645,8 @@ def _pow_alone(value_pow: Callable[..., Any], Value: Any, rng: np.random.Generat
         x = Value(x0)
         x.grad = before
         out = _call(guard, call, value_pow, x, n)
-        if not _is_value(out, Value):
-            raise ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: "
-                                f"{out!r:.60}")
+        if (error := _not_a_value(call, out, Value)) is not None:
+            raise error
         forward = x0 ** n
         if not np.isclose(out.data, forward, **_EXACT):
             raise ExerciseError(f"{call}: out.data should be x ** n = {_num(forward)}, got {_num(out.data)}")
