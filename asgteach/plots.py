@@ -67,7 +67,8 @@ def gradcheck_figure(report: "GradcheckReport") -> Any:
 
 
 class LossChart:
-    """A loss curve that redraws in place while a Trainer runs, at most every ``interval`` s.
+    """A loss curve that redraws in place while a Trainer runs, at most every ``interval`` s (and never more than
+    a fifth of the time: a redraw that took d seconds waits at least 4 d before the next one).
 
     In a notebook it updates ONE output (an IPython display handle), so a thousand steps do
     not print a thousand figures. Outside IPython it does nothing.
@@ -78,7 +79,7 @@ class LossChart:
 
         self._time = time.monotonic
         self.interval, self.title = interval, title
-        self._last = -float("inf")
+        self._next = -float("inf")   # monotonic time before which no redraw happens
         self._handle: Any = None
         try:
             from IPython import get_ipython
@@ -104,10 +105,9 @@ class LossChart:
     def update(self, history: list[float], final: bool = False) -> None:
         if not self.enabled:
             return
-        now = self._time()
-        if not final and now - self._last < self.interval:
+        start = self._time()
+        if not final and start < self._next:
             return
-        self._last = now
         from IPython.display import display
 
         fig = self.figure(history)
@@ -115,3 +115,7 @@ class LossChart:
             self._handle = display(fig, display_id=True)
         else:
             self._handle.update(fig)
+        # the next redraw waits `interval`, or 4x what this one took (drawing a figure on a busy machine can take
+        # longer than the interval: the chart then costs at most a fifth of the training's time, not all of it)
+        end = self._time()
+        self._next = end + max(self.interval, 4 * (end - start))

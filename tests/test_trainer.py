@@ -221,3 +221,38 @@ def test_trainer_on_wgpu_keeps_weights_on_the_device_and_matches_numpy(tmp_path)
     tr.train_step({x: X.astype(np.float32), t: T.astype(np.float32)})
     assert tr.plan.stats["upload_bytes"] >= param_bytes  # parameters were uploaded again
     assert all(np.abs(v).max() < 0.2 for v in tr.params.values())  # one step away from zeros
+
+
+def test_live_chart_costs_at_most_a_fifth_of_the_time_when_drawing_is_slow(monkeypatch):
+    """On a loaded machine one redraw can take longer than the 0.5 s interval; the chart must then back off
+    (wait 4x its own drawing time), not redraw on every step (500 steps x 0.25 s took 2 minutes in a lesson)."""
+    import IPython
+    import IPython.display
+
+    from asgteach.plots import LossChart
+
+    clock = [0.0]
+    draws = []
+
+    class Handle:
+        def update(self, fig):
+            draws.append(clock[0])
+            clock[0] += 1.0            # every redraw takes 1 s
+
+    def display(fig, display_id=False):
+        draws.append(clock[0])
+        clock[0] += 1.0
+        return Handle()
+
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(LossChart, "figure", lambda self, history: object())
+    chart = LossChart(interval=0.5)
+    chart._time = lambda: clock[0]
+    for step in range(200):            # each step takes 0.1 s
+        chart.update([1.0] * (step + 1))
+        clock[0] += 0.1
+    chart.update([1.0] * 200, final=True)
+    drawing = len(draws) * 1.0
+    assert drawing <= 0.25 * clock[0], f"{len(draws)} redraws of 1 s in {clock[0]:.0f} s"
+    assert len(draws) >= 3, "it still redraws while training runs"
