@@ -75,6 +75,26 @@ def test_bfloat16_wrong_answers_fail_with_a_hint(fn, words: str) -> None:
         checks_precision.bfloat16_check(fn)
 
 
+def _bf16_round(x: float) -> np.float32:       # the lesson's one-value rule
+    u = int(np.float32(x).view(np.uint32))
+    kept, dropped = u >> 16, u & 0xFFFF
+    if dropped > 0x8000 or (dropped == 0x8000 and kept & 1):
+        kept += 1
+    return np.uint32((kept << 16) & 0xFFFFFFFF).view(np.float32)
+
+
+def test_bfloat16_refuses_the_lessons_one_value_rule_in_a_loop() -> None:
+    bf16_round = _bf16_round
+
+    def looped(x: np.ndarray) -> np.ndarray:
+        return np.where(np.isnan(x), np.float32(np.nan),
+                        np.array([bf16_round(v) for v in np.nan_to_num(x).ravel()]).reshape(x.shape))
+
+    for fn in (looped, np.vectorize(_bf16_round, otypes=[np.float32])):
+        with pytest.raises(ExerciseError, match="hands the work to the lesson's bf16_round"):
+            checks_precision.bfloat16_check(fn)
+
+
 def test_bfloat16_stub_is_not_done(capsys: pytest.CaptureFixture) -> None:
     def stub(x):
         raise NotImplementedError("exercise 1")

@@ -161,6 +161,19 @@ def _bf16_kind_hint(kind: str, kept: int, dropped: int) -> str:
     return f"the dropped bits of x are 0x{dropped:04X}, so round {direction}. The rule: {_RULE}."
 
 
+def _calls(fn: Any, name: str) -> bool:
+    """Does ``fn``'s code (or code nested in it: a lambda, a comprehension, an inner def) name ``name``?"""
+    todo = [getattr(fn, "__code__", None)]
+    while todo:
+        code = todo.pop()
+        if code is None:
+            continue
+        if name in code.co_names or name in code.co_freevars:
+            return True
+        todo.extend(c for c in code.co_consts if hasattr(c, "co_names"))
+    return False
+
+
 def _run_bf16(fn: Callable[[np.ndarray], Any], x: np.ndarray, what: str) -> np.ndarray:
     """Call fn on a copy of x; the result's bits, after checking it is a float32 array of x's shape, x untouched."""
     given = x.copy()
@@ -169,7 +182,11 @@ def _run_bf16(fn: Callable[[np.ndarray], Any], x: np.ndarray, what: str) -> np.n
     except NotImplementedError:
         raise  # the stub of an unfinished exercise: check(n) says "not done yet"
     except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
-        raise ExerciseError(f"to_bfloat16 raised {type(e).__name__} on {what}: {e}") from e
+        hint = ""
+        if what.startswith("NaN"):
+            hint = ("\n  Hint: a NaN's payload may sit in the dropped bits, or fill them (0xFFFFFFFF): rounded like a "
+                    "number, its upper bits overflow. Test for NaN first (np.isnan) and return a quiet NaN there.")
+        raise ExerciseError(f"to_bfloat16 raised {type(e).__name__} on {what}: {e}{hint}") from e
     if got is None:
         raise ExerciseError("to_bfloat16 returned None: did it forget to return the array?")
     if not np.array_equal(given.view(np.uint32), x.view(np.uint32)):
@@ -192,6 +209,10 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
     """
     if not callable(fn):
         raise ExerciseError(f"to_bfloat16 should be a function, got {type(fn).__name__}")
+    if isinstance(fn, np.vectorize) or _calls(fn, "bf16_round"):
+        raise ExerciseError("to_bfloat16 hands the work to the lesson's bf16_round, one value at a time (a Python "
+                            "loop): the exercise asks for the rule on the whole array at once, with numpy's integer "
+                            "operations on x.view(np.uint32), right for every float32 (NaN included)")
     rng = np.random.default_rng()
     for _ in range(trials):
         cases = _bf16_cases(rng)
@@ -369,7 +390,7 @@ def _scale_hint(overflow: bool, before: float, want: float, got: float, interval
             return "The gradients overflowed: the scale must go DOWN, by a factor 2."
         return "On inf or NaN, back off by exactly a factor 2 (scale / 2)."
     if want > before and got == before:
-        return (f"This was the {interval}th finite step in a row since the last overflow or the last growth "
+        return (f"That made {interval} finite steps in a row since the last overflow or the last growth "
                 f"(growth_interval = {interval}): double the scale now, and start counting again from 0.")
     if want == before and got > before:
         return (f"Only {good} finite step(s) in a row since the last overflow or growth, and growth_interval is "
