@@ -549,7 +549,7 @@ def _dot_alone(dot: Callable[..., Any], Value: Any, rng: np.random.Generator) ->
             raise ExerciseError(
                 f"{call}: {n} is not among out.inputs. dot must be ONE Value whose inputs are the ws and the xs "
                 "(not a chain of * and + Values): the topological sort reaches a node only through .inputs")
-    g = float(rng.uniform(0.5, 2.0)) * float(rng.choice([-1.0, 1.0]))
+    g = float(rng.uniform(1.2, 2.2)) * float(rng.choice([-1.0, 1.0]))   # never near 1: a missing out.grad shows
     out.grad = g
     _call(guard, f"{call}'s _backward", out._backward)
     contributions: list[list[float]] = [[], [], []]
@@ -640,7 +640,7 @@ def _pow_alone(value_pow: Callable[..., Any], Value: Any, rng: np.random.Generat
         integer = float(n).is_integer()
         x0 = float(rng.uniform(0.4, 1.8)) * (float(rng.choice([-1.0, 1.0])) if integer else 1.0)
         before = float(rng.uniform(-1.0, 1.0))
-        g = float(rng.uniform(0.5, 2.0)) * float(rng.choice([-1.0, 1.0]))
+        g = float(rng.uniform(1.2, 2.2)) * float(rng.choice([-1.0, 1.0]))   # never near 1: a missing out.grad shows
         call = f"value_pow(x, {n!r}) at x = {_num(x0)}"
         x = Value(x0)
         x.grad = before
