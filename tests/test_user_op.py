@@ -317,3 +317,26 @@ def test_no_module_outside_ops_keeps_a_list_of_op_names() -> None:
                      "the literal in ALLOWED with the reason it is not an op list):\n" + "\n".join(bad))
     stale = [k for k in ALLOWED if k not in found]
     assert not stale, f"ALLOWED entries that match nothing any more (delete them): {stale}"
+
+
+def test_a_re_registered_op_runs_its_new_kernel_in_a_graph_that_already_ran():
+    """A notebook re-runs its register cell with a fixed kernel: the graph compiled before must not keep the old
+    one (plans cached on the graph are dropped when the registry changes)."""
+    import asgteach as at
+    from asgteach.ops import OpSpec, apply, register, unregister
+
+    def make(factor):
+        return OpSpec(**{**SOFTSIGN, "name": "scaled_test_op", "numpy": lambda x: factor * x,
+                         "vjp": lambda c, g: (g * factor,), "wgsl_expr": f"{factor:.1f} * x"})
+
+    register(make(2.0))
+    try:
+        with at.Graph():
+            x = at.input("x", (3,))
+            y = apply("scaled_test_op", x)
+        assert np.allclose(at.run(y, {x: np.ones(3)}), 2.0)
+        unregister("scaled_test_op")
+        register(make(3.0))
+        assert np.allclose(at.run(y, {x: np.ones(3)}), 3.0), "the plan kept the old kernel"
+    finally:
+        unregister("scaled_test_op")

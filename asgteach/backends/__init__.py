@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..graph import Graph, ReleasedError
+from ..ops.registry import generation as ops_generation
 from ..tensor import Tensor
 from .common import FeedError, KernelError, NumericsError  # noqa: F401
 
@@ -77,11 +78,15 @@ def describe() -> dict[str, Any]:
 
 
 def cached_plans(graph: Graph) -> dict[Any, Any]:
-    """The plans compiled for ``graph`` that can still be asked for (released ones pruned)."""
+    """The plans compiled for ``graph`` that can still be asked for (released ones pruned, and all of them
+    dropped when an op was registered or unregistered since: a plan holds the kernels it was compiled with)."""
     entry = getattr(graph, "_backend_plans", None)
-    if entry is None:  # ({(backend, output ids): Plan}, [graph.collections when last pruned])
-        entry = graph._backend_plans = ({}, [graph.collections])  # type: ignore[attr-defined]
+    if entry is None:  # ({(backend, output ids): Plan}, [graph.collections when last pruned, registry generation])
+        entry = graph._backend_plans = ({}, [graph.collections, ops_generation()])  # type: ignore[attr-defined]
     plans, seen = entry
+    if seen[1] != ops_generation():  # an op was replaced (a notebook cell re-registered it): compile afresh
+        plans.clear()
+        seen[1] = ops_generation()
     if seen[0] != graph.collections:  # the graph released nodes since: drop their plans
         released = graph.released
         for key in [k for k in plans if any(i in released for i in k[1])]:

@@ -245,6 +245,16 @@ def _check(spec: OpSpec) -> None:
         raise ValueError(f"op {name!r}: sample is a function of the sample builder: sample=lambda b: ...")
 
 
+#: how many times register/unregister changed the registry: a compiled plan holds the kernels of the ops as they
+#: were, so a backend's plan cache compares this number and recompiles after an op was replaced
+_GENERATION = [0]
+
+
+def generation() -> int:
+    """A number that changes whenever an op is registered or unregistered (backends key their plan caches on it)."""
+    return _GENERATION[0]
+
+
 def register(entry: OpSpec | Composite) -> OpSpec | Composite:
     """Make an op (or a composite) known by its name, once, and return it.
 
@@ -261,6 +271,7 @@ def register(entry: OpSpec | Composite) -> OpSpec | Composite:
         return entry
     _check(entry)
     REGISTRY[entry.name] = entry
+    _GENERATION[0] += 1
     return entry
 
 
@@ -270,6 +281,7 @@ def unregister(name: str) -> OpSpec | Composite:
         return COMPOSITES.pop(name)
     if spec(name).leaf:
         raise ValueError(f"{name!r} is a leaf of every graph; it cannot be unregistered")
+    _GENERATION[0] += 1
     return REGISTRY.pop(name)
 
 
