@@ -173,15 +173,16 @@ def _softplus(x: Any, beta: Any) -> Any:
 
 
 #: WGSL's built-in functions (and the helpers of shaders/elementwise_math.wgsl) that the stand-in knows. Their
-#: names are WGSL's, not asgteach ops' (tests/test_user_op.py looks for lists of op names outside asgteach/ops/)
-_WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = dict(
-    exp=np.exp, log=np.log, abs=np.abs, sqrt=np.sqrt, tanh=np.tanh, sign=np.sign, max=np.maximum, min=np.minimum,
-    pow=np.power, select=_select, clamp=_clamp, exp2=np.exp2, log2=np.log2, sin=np.sin, cos=np.cos, floor=np.floor,
-    ceil=np.ceil, f_log=np.log, f_sqrt=np.sqrt, f_tanh=np.tanh, f_log1p=np.log1p, f_relu=lambda x: np.maximum(x, 0),
-    f_max=np.maximum, f_min=np.minimum, f_pow=np.power, f_softplus=_softplus,
-    f_sigmoid=lambda x: 1.0 / (1.0 + np.exp(-x)),
-    logical_and=np.logical_and, logical_or=np.logical_or, logical_not=np.logical_not,
-)
+#: names are WGSL's, not asgteach ops' (tests/test_user_op.py's ALLOWED says so for this literal)
+_WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "exp": np.exp, "log": np.log, "abs": np.abs, "sqrt": np.sqrt, "tanh": np.tanh, "sign": np.sign,
+    "max": np.maximum, "min": np.minimum, "pow": np.power, "select": _select, "clamp": _clamp, "exp2": np.exp2,
+    "log2": np.log2, "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
+    "f_log": np.log, "f_sqrt": np.sqrt, "f_tanh": np.tanh, "f_log1p": np.log1p,
+    "f_relu": lambda x: np.maximum(x, 0), "f_max": np.maximum, "f_min": np.minimum, "f_pow": np.power,
+    "f_softplus": _softplus, "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_not": np.logical_not,
+}
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,
                   ast.Add, ast.Sub, ast.Mult, ast.Div, ast.USub, ast.UAdd, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq,
                   ast.NotEq, ast.Mod)
