@@ -352,6 +352,11 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
             raise ExerciseError(f"{call}: the norm before clipping should be {want_norm:.6g}, got "
                                 f"{got_norm:.6g}.{hint}")
         for j, (c, w) in enumerate(zip(clipped, want)):
+            values = np.asarray(c, dtype=np.float64) if isinstance(c, (np.ndarray, float, int, list)) else None
+            if values is not None and values.shape == w.shape and not np.all(np.isfinite(values)):
+                raise ExerciseError(f"{call}: clipped[{j}] holds nan or inf, where every value should be finite"
+                                    + (" (these gradients are all zero, so their norm is 0: do not divide by it)"
+                                       if want_norm == 0 else ""))
             try:
                 check_array(c, w, name=f"clipped[{j}]", where=call, rtol=1e-5, atol=1e-12)
             except ExerciseError as e:
