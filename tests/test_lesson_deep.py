@@ -42,6 +42,26 @@ def test_the_ratio_check_names_the_slip(answer, words: str) -> None:
 
 # --- exercise 2 ----------------------------------------------------------------------------------------
 
+def _measure_with_a_graph(width, std, slope):
+    with at.Graph():
+        x = at.input("x", (4, width))
+        return float(np.linalg.norm(at.run(at.grad(at.sum(at.leaky_relu(x @ at.constant(
+            std * np.ones((width, width))), slope)), x), {x: np.ones((4, width))})))
+
+
+# answers as a notebook writes them: no global of the notebook holds what they import inside the function
+_NOTEBOOK: dict = {"at": at, "np": np}
+exec("def _imports_the_answer(width, std, slope):\n"
+     "    from asgteach.lessons.checks_deep import _predicted\n"
+     "    return _predicted(width, std, slope)\n\n"
+     "def _library_imported_inside(grads, max_norm):\n"
+     "    from asgteach.nn.optim import clip_grad_norm   # read while the check has it switched off\n"
+     "    return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), 0.0\n\n"
+     "def _reference_imported_inside(grads, max_norm):\n"
+     "    from asgteach.lessons.checks_deep import _reference_clip\n"
+     "    return _reference_clip(grads, max_norm)\n", _NOTEBOOK)
+
+
 def _factor(width, std, slope):
     return std * math.sqrt(width * (1 + slope ** 2) / 2)
 
@@ -61,7 +81,10 @@ def test_the_factor_check_passes_the_prediction() -> None:
     (lambda width, std, slope: std * math.sqrt(width * (1 + slope) / 2), "gradient's SQUARE"),
     (lambda width, std, slope: std * std * width * (1 + slope ** 2) / 2, "SQUARED norm"),
     (lambda width, std, slope: -1.0, "positive number"),
-    (lambda width, std, slope: measured_factor(width, std, slope, seed=5), "PREDICT the factor"),  # a measurement
+    (lambda width, std, slope: measured_factor(width, std, slope, seed=5), "the check's own answer"),
+    (lambda width, std, slope: _measure_with_a_graph(width, std, slope), "PREDICT the factor"),
+    (checks_deep._predicted, "the check's own answer"),
+    (_NOTEBOOK["_imports_the_answer"], "which the exercise asks you to write yourself"),
 ])
 def test_the_factor_check_names_the_slip(answer, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
@@ -116,12 +139,6 @@ def _library_by_name(grads, max_norm):
     return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), _norm(grads)
 
 
-# as a notebook writes it: no global of the notebook holds the library's function, the answer imports it itself
-_NOTEBOOK: dict = {"at": at, "np": np}
-exec("def _library_imported_inside(grads, max_norm):\n"
-     "    from asgteach.nn.optim import clip_grad_norm   # read while the check has it switched off\n"
-     "    return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), 0.0\n", _NOTEBOOK)
-_library_imported_inside = _NOTEBOOK["_library_imported_inside"]
 
 
 @pytest.mark.parametrize("answer", [_clip, _clip_eps])
@@ -138,7 +155,9 @@ def test_the_clip_check_passes_global_norm_clipping(answer) -> None:
     (_after, "AFTER clipping"),
     (_library, "clip_grad_norm"),                                 # refused, by name or switched off
     (_library_by_name, "hands the work to asgteach's own clipping"),  # the library's function under a global name
-    (_library_imported_inside, "which the exercise asks you to write yourself"),
+    (_NOTEBOOK["_library_imported_inside"], "which the exercise asks you to write yourself"),
+    (_NOTEBOOK["_reference_imported_inside"], "which the exercise asks you to write yourself"),
+    (checks_deep._reference_clip, "hands the work to asgteach's own clipping"),
     (clip_grad_norm, "hands the work to asgteach's own clipping"),
     (lambda grads, max_norm: grads, "should return two things"),
 ])

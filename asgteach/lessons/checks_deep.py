@@ -22,6 +22,7 @@ The reference answers are here, so reading this file gives the lesson's exercise
 from __future__ import annotations
 
 import math
+import sys
 import types
 import warnings
 from contextlib import contextmanager
@@ -196,11 +197,17 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
     nets built here. The student's function runs with the library's matmul switched off (predict, don't measure)."""
     if not callable(fn):
         raise ExerciseError(f"predicted_factor should be a function, got {type(fn).__name__}")
+    this = sys.modules[__name__]
+    found = _borrows(fn, (_predicted, measured_factor))
+    if found:
+        raise ExerciseError(f"predicted_factor hands the work to the check's own answer (as {found!r}): predict it "
+                            "yourself")
     measured = [measured_factor(*case) for case in FACTOR_CASES]
     for (width, std, slope), m in zip(FACTOR_CASES, measured):
         call = f"predicted_factor({width}, {std:g}, {slope:g})"
         try:
-            with without("matmul"):
+            with without("matmul", attrs=[(this, "_predicted"), (this, "measured_factor")],
+                         why="predict the factor yourself"):
                 got = _number(_call(fn, call, width, std, slope), call)
         except ExerciseError as e:
             if "the library's matmul" not in str(e):
@@ -324,7 +331,8 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
 
     if not callable(fn):
         raise ExerciseError(f"clip_by_global_norm should be a function, got {type(fn).__name__}")
-    library = (optim.clip_grad_norm, optim.clip_grad_value)
+    this = sys.modules[__name__]
+    library = (optim.clip_grad_norm, optim.clip_grad_value, _reference_clip)
     found = _borrows(fn, library)
     if found:
         raise ExerciseError(f"clip_by_global_norm hands the work to asgteach's own clipping (as {found!r}): write "
@@ -332,7 +340,7 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
     for what, grads, max_norm in _clip_cases():
         want, want_norm = _reference_clip(grads, max_norm)
         call = f"clip_by_global_norm(<{len(grads)} gradients: {what}>, max_norm={max_norm:.4g})"
-        with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value")],
+        with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value"), (this, "_reference_clip")],
                      why="clip the numpy gradients yourself"):
             result = _call(fn, call, [g.copy() for g in grads], max_norm)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
@@ -364,7 +372,8 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
     # an inf somewhere: the norm says so (a training loop then skips the step); the values are not checked
     grads = [np.array([1.0, np.inf]), np.ones((2, 2))]
     call = "clip_by_global_norm(<2 gradients, one holding inf>, max_norm=1)"
-    with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value")], why="clip the gradients yourself"):
+    with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value"), (this, "_reference_clip")],
+                 why="clip the gradients yourself"):
         result = _call(fn, call, [g.copy() for g in grads], 1.0)
     norm = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else result
     got_norm = _number(norm, call)
