@@ -21,6 +21,8 @@ The reference answers are here, so reading this file gives the lesson's exercise
 
 from __future__ import annotations
 
+import functools
+
 import math
 import sys
 import types
@@ -71,12 +73,14 @@ def _number(got: Any, call: str) -> float:
 # --- exercise 1: the first-to-last ratio of weight-gradient norms, on nets of the check's ------------------
 
 def _deep_net(depth: int, width: int, activation: str, std: float, seed: int, batch: int = 8, bias: bool = False,
-              residual: bool = False, layer_norm: bool = False, mse: bool = False) -> tuple[Any, list, dict, str, list]:
+              residual: bool = False, layer_norm: bool = False, mse: bool = False,
+              slope: float | None = None) -> tuple[Any, list, dict, str, list]:
     """(loss, weights first to last, feeds, a description, their gradients): a deep MLP the lesson never built."""
     import asgteach as at
 
-    act = {"tanh": at.tanh, "sigmoid": at.sigmoid, "relu": at.relu, "gelu": at.gelu,
-           "leaky_relu": lambda z: at.leaky_relu(z, 0.1)}[activation]
+    act = getattr(at, activation)              # the public op function of that name (at.tanh, at.leaky_relu...)
+    if slope is not None:
+        act = functools.partial(act, negative_slope=slope)
     what = (f"{depth} {activation} layers of width {width}{', biases' if bias else ''}"
             f"{', residual' if residual else ''}{', LayerNorm' if layer_norm else ''}, weights N(0, {std:g}^2)")
     rng = np.random.default_rng(seed)
@@ -114,7 +118,7 @@ def _ratio_nets() -> Iterator[tuple[Any, list, dict, str, list]]:
     yield _deep_net(12, 20, "tanh", 0.6, seed=11, bias=True)
     yield _deep_net(20, 16, "sigmoid", 0.25, seed=12)
     yield _deep_net(9, 24, "relu", 1.0, seed=13, residual=True, layer_norm=True)
-    yield _deep_net(7, 12, "leaky_relu", 0.5, seed=14, batch=4, mse=True)
+    yield _deep_net(7, 12, "leaky_relu", 0.5, seed=14, batch=4, mse=True, slope=0.1)
     yield _deep_net(15, 10, "gelu", 0.2, seed=15, batch=5)
 
 
