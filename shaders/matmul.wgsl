@@ -14,8 +14,11 @@
 // Two variants: "fast" needs M % BM == N % BN == K % BK == 0 and reads/writes vec4s;
 // "edge" handles every size (1-D operands too) with bounds-checked scalar loads that
 // pad with zeros and bounds-checked stores.
-// Uniform words: 0 M  1 N  2 K  3 batch ndim  8..13 batch shape  16..21 A batch strides
-//   24..29 B batch strides (0 where that operand's batch axis is broadcast)
+// Uniform words: 0 M  1 N  2 K  3 batch ndim  4 LDA  5 LDB (elements between rows of the stored A / B:
+//   K or M for A, N or K for B when contiguous; more when a head-split transpose is read in place)
+//   6 LDC (C's row stride: N, or more when C is written straight into a head-merge transpose's layout)
+//   8..13 batch shape  16..21 A batch strides  24..29 B batch strides (0 where that operand's batch
+//   axis is broadcast)  32..37 C batch strides
 
 const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
@@ -33,10 +36,11 @@ const LB: u32 = {{LB}}u;           // B-tile loads per thread
 var<workgroup> As: array<vec4<f32>, {{AS_LEN}}>;   // [k][m / 4]
 var<workgroup> Bs: array<vec4<f32>, {{BS_LEN}}>;   // [k][n / 4]
 
-fn batch_offsets(z: u32) -> vec2<u32> {
+fn batch_offsets(z: u32) -> vec3<u32> {
     var rest = z;
     var oa = 0u;
     var ob = 0u;
+    var oc = 0u;
     let nd = pu(3u);
     for (var k = 0u; k < nd; k++) {
         let d = nd - 1u - k;
@@ -44,8 +48,9 @@ fn batch_offsets(z: u32) -> vec2<u32> {
         rest = rest / pu(8u + d);
         oa += i * pu(16u + d);
         ob += i * pu(24u + d);
+        oc += i * pu(32u + d);
     }
-    return vec2<u32>(oa, ob);
+    return vec3<u32>(oa, ob, oc);
 }
 
 @compute @workgroup_size({{TX}}, {{TY}})
@@ -53,6 +58,9 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     let M = pu(0u);
     let N = pu(1u);
     let K = pu(2u);
+    let LDA = pu(4u);
+    let LDB = pu(5u);
+    let LDC = pu(6u);
     let tx = lid.x;
     let ty = lid.y;
     let tid = ty * TX + tx;
@@ -61,7 +69,7 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     let offs = batch_offsets(wid.z);
     let a_off = offs.x;
     let b_off = offs.y;
-    let c_off = wid.z * M * N;
+    let c_off = offs.z;
 
 {{ACC_DECL}}
     var ra: array<{{ELEM}}, LA>;

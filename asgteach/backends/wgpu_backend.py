@@ -144,16 +144,22 @@ class Plan:
             else:
                 ops = fusion.operands.get(n.id)
                 if ops is not None:
-                    ops = tuple((root(i), t) for i, t in ops)
-                    reads[n.id] = [i for i, _ in ops]
+                    ops = tuple((root(i), *rest) for i, *rest in ops)
+                    reads[n.id] = [v[0] for v in ops]
                 else:
                     reads[n.id] = [root(i) for i in n.inputs]
-                ds = lower(graph, n, spec(n.op).wgsl, tile, ops)
+                ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id))
             self.dispatches.extend(ds)
             if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
                 self._node_sources[n.id] = ds[0 if n.id in fusion.gemm_sum else -1].source
         for n in compute:
-            if n.id in fusion.alias:
+            if n.id in fusion.written_by:
+                w = fusion.written_by[n.id]
+                self._node_sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{w} below writes its "
+                    f"result straight in this transpose's layout (row stride LDC, batch strides in words 32..)\n"
+                    + self._node_sources.get(w, ""))
+            elif n.id in fusion.alias:
                 self._node_sources[n.id] = (
                     f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
                     f"same bytes, so it shares node #{root(n.id)}'s buffer\n")
@@ -266,6 +272,9 @@ class Plan:
             m = g.nodes[g.nodes[s_id].inputs[0]]
             if (m.id == n.id or m.inputs[0] == n.id) and s_id in self._node_sources:
                 return self._node_sources[s_id]
+        u = f.read_through.get(n.id)
+        if u is not None and u in self._node_sources:
+            return self._node_sources[u]
         for u, ops in f.operands.items():
             if n.id in g.nodes[u].inputs and u in self._node_sources:
                 return self._node_sources[u]

@@ -10,7 +10,10 @@ plan recognises these shapes and computes the same numbers more directly:
   a reshape node shares its input's buffer (an *alias*) and runs no kernel.
 * **transposes fold into matmul**: when a matmul operand is ``transpose`` of the last two
   axes, the matmul reads the untransposed buffer with a transposed-load kernel variant.
-  A transpose whose every reader folds it is never computed.
+  Chains of transposes fold too, whenever one of the operand's last two axes ends up
+  contiguous in the buffer: attention's head split ``transpose(reshape(x, (B, T, H, dh)),
+  (0, 2, 1, 3))`` is read straight from ``x`` with a row stride of H * dh. A transpose
+  that no kernel reads as a buffer is never computed.
 * **batched weight gradients are one GEMM**: ``sum_to(transpose(x) @ g, (k, n))`` over
   all batch axes equals ``x_flat^T @ g_flat`` with the batch folded into the inner
   dimension (x (B, T, k) read as (B*T, k)), so the per-batch products and the sum
@@ -34,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .wgpu_chain import MAX_INPUTS, Chain, fits
@@ -46,8 +51,14 @@ class Fusion:
     """What the plan computes differently from one kernel per node."""
 
     alias: dict[int, int] = field(default_factory=dict)        # reshape node -> node whose buffer it shares
-    operands: dict[int, tuple[tuple[int, bool], tuple[int, bool]]] = field(default_factory=dict)
-    # matmul node -> ((buffer node, read transposed?) for A, same for B)
+    operands: dict[int, tuple[tuple, tuple]] = field(default_factory=dict)
+    # matmul node -> ((buffer node, read transposed?, row stride, batch strides) for A, same for B);
+    # strides None: the buffer is the operand itself, contiguous
+    read_through: dict[int, int] = field(default_factory=dict)   # skipped transpose -> the kernel reading it
+    out_views: dict[int, tuple[int, tuple, bool]] = field(default_factory=dict)
+    # matmul -> (row stride, batch strides, swapped?): it writes its result in the layout of the last of the
+    # transposes that read it (that transpose shares the matmul's buffer; see _out_view)
+    written_by: dict[int, int] = field(default_factory=dict)   # such a transpose -> the matmul that writes it
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     chains: dict[int, Chain] = field(default_factory=dict)      # root node -> the elementwise chain it computes
@@ -83,32 +94,126 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             f.alias[n.id] = n.inputs[0]
             f.skip.add(n.id)
 
-    def folded(nid: int) -> tuple[int, bool]:
-        src = g.nodes[nid]
-        if _swaps_last_two(src):
-            return src.inputs[0], True
-        return nid, False
-
-    absorbed: set[int] = set()   # transposes read in place by at least one consumer
+    absorbed: dict[int, int] = {}   # transpose -> the node whose kernel reads through it
     for n in compute:
         if n.op == "sum_to" and _gemm_sum(g, n, readers, outs):
             m = g.nodes[n.inputs[0]]
             f.gemm_sum[n.id] = (g.nodes[m.inputs[0]].inputs[0], m.inputs[1])
             f.skip.add(m.id)
-            absorbed.add(m.inputs[0])
+            absorbed[m.inputs[0]] = n.id
+    stop: set[int] = set()          # transposes a matmul writes: operand walks stop there (it is a buffer)
+    for n in compute:
+        if n.op == "matmul" and n.size > 0 and n.id not in outs and n.id not in f.skip and len(n.shape) >= 2 \
+                and all(len(g.nodes[i].shape) >= 2 and g.nodes[i].size > 0 for i in n.inputs):
+            found = _out_view(g, n, readers, outs | set(absorbed))   # (a gemm_sum reads its x as it is)
+            if found is not None:
+                view, chain = found
+                f.out_views[n.id] = view
+                f.alias[chain[-1]] = n.id
+                for t in chain:
+                    f.written_by[t] = n.id
+                    stop.add(t)
+                f.skip.update(chain)
     for n in compute:
         if n.op == "matmul" and n.id not in f.skip and len(g.nodes[n.inputs[0]].shape) >= 2 \
                 and len(g.nodes[n.inputs[1]].shape) >= 2:
-            ops = (folded(n.inputs[0]), folded(n.inputs[1]))
-            f.operands[n.id] = ops
-            absorbed.update(i for i, (_, t) in zip(n.inputs, ops) if t)
-    for tid in absorbed:   # a transpose nobody reads as a copy is never made
-        if tid in outs:
+            ops = []
+            for i in n.inputs:
+                view, through = _view(g, i, stop)
+                ops.append(view)
+                absorbed.update((t, n.id) for t in through)
+            f.operands[n.id] = tuple(ops)
+    # a transpose is computed only if some kernel reads its buffer: walk back from the outputs
+    needed = set(outs)
+    for n in reversed(compute):
+        if n.id in f.written_by:   # the matmul that writes it runs anyway
             continue
-        if all(_reads_in_place(r, tid, f) for r in readers.get(tid, [])):
-            f.skip.add(tid)
+        if (n.id in absorbed or n.id in f.alias) and n.id not in needed:
+            if n.id in absorbed:
+                f.skip.add(n.id)
+                f.read_through[n.id] = absorbed[n.id]
+            continue
+        if n.id in f.skip:   # a matmul folded into a gemm_sum: the sum_to reads its operands
+            continue
+        if n.id in f.gemm_sum:
+            needed.update(f.gemm_sum[n.id])
+        elif n.id in f.operands:
+            needed.update(v[0] for v in f.operands[n.id])
+        else:
+            needed.update(n.inputs)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
     return f
+
+
+def _out_view(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int]) -> tuple | None:
+    """Can matmul ``m`` write its result straight into the layout of the transposes that read it?
+
+    ``m`` -> transpose -> ... -> transpose, each the single reader of the one before and
+    none of them a requested output (attention's head merge ``transpose(heads, (0, 2, 1, 3))``
+    and the head-split gradients). Each of ``m``'s axes then has a stride in the last
+    transpose's row-major buffer. When its last axis has stride 1, C is stored with a row
+    stride; when its second-to-last has, C^T = B^T @ A^T is stored that way instead.
+    Returns ((row stride, batch strides, swapped?), the transposes) or None.
+    """
+    chain: list[int] = []
+    cur = m
+    while True:
+        rs = readers.get(cur.id, [])
+        if len(rs) != 1 or rs[0].op != "transpose" or rs[0].id in outs or cur.id in outs:
+            break
+        cur = rs[0]
+        chain.append(cur.id)
+    if not chain:
+        return None
+    rank = len(m.shape)
+    strides = _contiguous(g.nodes[chain[-1]].shape)   # of the last transpose's axes, in its buffer
+    for t in reversed(chain):
+        perm = tuple(g.nodes[t].attrs["axes"])
+        if len(perm) != rank:
+            return None
+        back = [0] * rank
+        for i, p in enumerate(perm):
+            back[p] = strides[i]
+        strides = back
+    if strides[-1] == 1:
+        return (strides[-2], tuple(strides[:-2]), False), chain
+    if strides[-2] == 1:
+        return (strides[-1], tuple(strides[:-2]), True), chain
+    return None
+
+
+def _contiguous(shape: tuple) -> list[int]:
+    return [int(v) for v in np.cumprod((1,) + tuple(shape[:0:-1]))[::-1]] if shape else []
+
+
+def _view(g: Graph, nid: int, stop: set[int] = frozenset()) -> tuple[tuple, list[int]]:
+    """How a matmul reads operand ``nid`` with the fewest copies: through a chain of transposes.
+
+    Returns ((buffer node, transposed?, row stride, batch strides), the transposes read
+    through). Following ``transpose`` nodes back to a buffer, each operand axis gets a stride
+    in that buffer; the matmul can read it in place when one of the last two axes has
+    stride 1 (the other's stride is the row stride the kernel takes). The (0, 2, 1, 3)
+    head split of attention is such a view: a head (T, dh) of the (B, T, H * dh)
+    projection is T rows of dh values, H * dh apart.
+    """
+    best: tuple = ((nid, False, None, None), [])
+    rank = len(g.nodes[nid].shape)
+    axmap = list(range(rank))   # operand axis -> axis of the node walked to
+    cur, through = nid, []
+    while g.nodes[cur].op == "transpose" and cur not in stop:
+        perm = tuple(g.nodes[cur].attrs["axes"])
+        if len(perm) != rank:
+            break
+        through.append(cur)
+        axmap = [perm[a] for a in axmap]
+        cur = g.nodes[cur].inputs[0]
+        st = _contiguous(g.nodes[cur].shape)
+        strides = [st[a] for a in axmap]
+        if strides[-1] == 1:
+            best = ((cur, False, strides[-2], tuple(strides[:-2])), list(through))
+        elif strides[-2] == 1:
+            best = ((cur, True, strides[-1], tuple(strides[:-2])), list(through))
+    return best
 
 
 def _fusable(n: Node) -> bool:
@@ -159,13 +264,6 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
             f.chain_of[m] = root
             if m != root:
                 f.skip.add(m)
-
-
-def _reads_in_place(reader: Node, tid: int, f: Fusion) -> bool:
-    if reader.id in f.skip and reader.op == "matmul":   # absorbed into a gemm_sum that reads x directly
-        return all(tid != i or k == 0 for k, i in enumerate(reader.inputs))
-    ops = f.operands.get(reader.id)
-    return ops is not None and all(t for i, (_, t) in zip(reader.inputs, ops) if i == tid)
 
 
 def _gemm_sum(g: Graph, s: Node, readers: dict[int, list[Node]], outs: set[int]) -> bool:

@@ -375,37 +375,65 @@ def _layer_norm(g: Graph, node: Node) -> list[Dispatch]:
                      {1: x, 2: w, 3: b, 4: node.id}, groups_for(rows))]
 
 
-def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None) -> list[Dispatch]:
-    """C = A @ B. ``operands``: ((buffer node, transposed?), ...) when a transpose is read in place."""
+def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: Any = None) -> list[Dispatch]:
+    """C = A @ B. ``operands``: ((buffer node, transposed?, row stride, batch strides), ...) when
+    transposes are read in place (``wgpu_fuse``); a row stride / batch strides of None: contiguous.
+    ``out_view``: (row stride, batch strides, swapped?) when C is written straight into the layout of
+    the transposes that read it; swapped: C's columns are contiguous there, so C^T = B^T @ A^T is
+    computed instead (operands exchanged, each read the other way round)."""
     a, b = (g.nodes[i] for i in node.inputs)
-    (a_src, ta), (b_src, tb) = operands or ((a.id, False), (b.id, False))
+    plain = ((a.id, False, None, None), (b.id, False, None, None))
+    (a_src, ta, lda, a_bst), (b_src, tb, ldb, b_bst) = operands or plain
     a2 = (1,) + a.shape if len(a.shape) == 1 else a.shape
     b2 = b.shape + (1,) if len(b.shape) == 1 else b.shape
     m, k, n = a2[-2], a2[-1], b2[-1]
     batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
-    sa = broadcast_strides(a2[:-2], batch)
-    sb = broadcast_strides(b2[:-2], batch)
-    sa = [s * m * k for s in sa]
-    sb = [s * k * n for s in sb]
-    bshape, (sa, sb) = collapse(batch, sa, sb)
+    sa = _batch_strides(a2[:-2], batch, a_bst, m * k)
+    sb = _batch_strides(b2[:-2], batch, b_bst, k * n)
+    ldc, sc = None, None
+    a_view, b_view = (a_src, ta), (b_src, tb)
+    if out_view is not None:
+        ldc, cst, swapped = out_view
+        sc = list(cst)
+        if swapped:
+            m, n = n, m
+            a_view, b_view, lda, ldb, sa, sb = (b_src, not tb), (a_src, not ta), ldb, lda, sb, sa
+    else:
+        sc = [int(v) * m * n for v in contiguous_strides(batch)]
+    bshape, (sa, sb, sc) = collapse(batch, sa, sb, sc)
     if len(bshape) > 6:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {len(bshape)} batch axes; at most 6 are supported")
     nb = int(np.prod(batch, dtype=np.int64))
     if nb > _MAX_GROUPS:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
-    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, (a_src, ta), (b_src, tb), node.id)]
+    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc)]
+
+
+def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> list[int]:
+    """An operand's batch strides in elements (0 on broadcast axes); ``strides`` None: contiguous."""
+    if strides is None:
+        return [s * matrix for s in broadcast_strides(shape, batch)]
+    pad = (1,) * (len(batch) - len(shape))
+    return [0 if d == 1 and o != 1 else st
+            for d, st, o in zip(pad + tuple(shape), (0,) * len(pad) + tuple(strides), batch)]
 
 
 def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
-          a: tuple[int, bool], b: tuple[int, bool], out: int) -> Dispatch:
+          a: tuple[int, bool], b: tuple[int, bool], out: int, lda: int | None = None,
+          ldb: int | None = None, sc: list | None = None, ldc: int | None = None) -> Dispatch:
+    ta, tb = a[1], b[1]
+    ldc = n if ldc is None else ldc
+    sc = [m * n] * len(bshape) if sc is None else sc   # (a single batch axis when none is given)
+    lda = lda if lda is not None else (m if ta else k)
+    ldb = ldb if ldb is not None else (k if tb else n)
     # the vec4 kernel needs tile-multiple sizes: if the preferred tile misses, a smaller one may fit
     for candidate in (tile, *FALLBACK_TILES):
         if m % candidate.bm == 0 and n % candidate.bn == 0 and k % candidate.bk == 0:
             tile = candidate
             break
-    fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0
-    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w8=bshape, w16=sa, w24=sb)
-    ta, tb = a[1], b[1]
+    aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
+    fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
+    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc)
     variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
     return Dispatch(node, ("matmul", "f32", variant), matmul_source(tile, fast, ta, tb), "matmul", words,
@@ -513,15 +541,15 @@ _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
 }
 
 
-def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None) -> list[Dispatch]:
+def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None) -> list[Dispatch]:
     """The dispatches that compute ``node`` (an empty list for a node with no elements).
 
-    ``operands`` (matmul only): where A and B are read from, see ``wgpu_fuse``.
+    ``operands``, ``out_view`` (matmul only): where A and B are read from and how C is written, see ``wgpu_fuse``.
     """
     if node.size == 0:
         return []
     if family == "matmul":
-        return _matmul(g, node, tile, operands)
+        return _matmul(g, node, tile, operands, out_view)
     fn = _FAMILIES.get(family)
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")

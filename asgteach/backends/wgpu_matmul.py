@@ -68,6 +68,11 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
     (N, K), row-major), so ``x.T @ g`` and ``g @ w.T`` read the untransposed values in
     place and no transposed copy is ever made. Only the tile loads change: the shared
     memory layout, and so the multiply-add block, is the same for all four variants.
+
+    Rows of the stored A / B are LDA / LDB elements apart (uniform words 4, 5), and C's rows
+    LDC apart (word 6), not necessarily the row length: an attention head (B, H, T, dh) is
+    read straight out of the (B, T, H * dh) projection it was split from, and the merged
+    heads are written straight into (B, T, H * dh).
     """
     tile.check()
     tx, ty = tile.threads
@@ -92,16 +97,16 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
         def load(k0: str) -> str:
             if ta:
                 lines = [each(i, na, f"let k = idx / {bm4}u; let q = idx % {bm4}u; "
-                                     f"ra[{i}] = A[(a_off + ({k0} + k) * M + row0) / 4u + q];") for i in range(la)]
+                                     f"ra[{i}] = A[(a_off + ({k0} + k) * LDA + row0) / 4u + q];") for i in range(la)]
             else:
                 lines = [each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; "
-                                     f"ra[{i}] = A[(a_off + (row0 + r) * K + {k0}) / 4u + q];") for i in range(la)]
+                                     f"ra[{i}] = A[(a_off + (row0 + r) * LDA + {k0}) / 4u + q];") for i in range(la)]
             if tb:
                 lines += [each(i, nb, f"let c = idx / {bk4}u; let q = idx % {bk4}u; "
-                                      f"rb[{i}] = B[(b_off + (col0 + c) * K + {k0}) / 4u + q];") for i in range(lb)]
+                                      f"rb[{i}] = B[(b_off + (col0 + c) * LDB + {k0}) / 4u + q];") for i in range(lb)]
             else:
                 lines += [each(i, nb, f"let k = idx / {bn4}u; let q = idx % {bn4}u; "
-                                      f"rb[{i}] = B[(b_off + ({k0} + k) * N + col0) / 4u + q];") for i in range(lb)]
+                                      f"rb[{i}] = B[(b_off + ({k0} + k) * LDB + col0) / 4u + q];") for i in range(lb)]
             return "\n        ".join(lines)
 
         store_sh = []
@@ -123,13 +128,13 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
         for r in range(tile.tm):
             row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
             for h in range(gn):
-                store_c.append(f"    C[(c_off + ({row}) * N + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h};")
+                store_c.append(f"    C[(c_off + ({row}) * LDC + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h};")
     else:
         # scalar loads; neighbouring threads walk the operand's contiguous axis (coalesced)
-        a_map = ("let r = idx % BM; let k = idx / BM;", "A[a_off + (k0 + k) * M + row0 + r]") if ta else \
-            ("let r = idx / BK; let k = idx % BK;", "A[a_off + (row0 + r) * K + k0 + k]")
-        b_map = ("let n = idx / BK; let k = idx % BK;", "B[b_off + (col0 + n) * K + k0 + k]") if tb else \
-            ("let k = idx / BN; let n = idx % BN;", "B[b_off + (k0 + k) * N + col0 + n]")
+        a_map = ("let r = idx % BM; let k = idx / BM;", "A[a_off + (k0 + k) * LDA + row0 + r]") if ta else \
+            ("let r = idx / BK; let k = idx % BK;", "A[a_off + (row0 + r) * LDA + k0 + k]")
+        b_map = ("let n = idx / BK; let k = idx % BK;", "B[b_off + (col0 + n) * LDB + k0 + k]") if tb else \
+            ("let k = idx / BN; let n = idx % BN;", "B[b_off + (k0 + k) * LDB + col0 + n]")
 
         def load(k0: str) -> str:
             lines = [each(i, na, f"{a_map[0]} var v = 0.0; if (row0 + r < M && {k0} + k < K) "
@@ -146,7 +151,7 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
             for h in range(gn):
                 for j in range(4):
                     store_c.append(f"        {{ let col = col0 + ({h * tx}u + tx) * 4u + {j}u; "
-                                   f"if (col < N) {{ C[c_off + row * N + col] = acc_{r}_{h}.{xyzw[j]}; }} }}")
+                                   f"if (col < N) {{ C[c_off + row * LDC + col] = acc_{r}_{h}.{xyzw[j]}; }} }}")
             store_c.append("    } }")
     compute = []
     for kk in range(tile.bk):
