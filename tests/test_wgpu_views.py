@@ -140,3 +140,48 @@ def test_empty_inner_dimension_with_a_transposed_result() -> None:
         a, b = at.input("a", (2, 3, 0)), at.input("b", (2, 0, 4))
         y = at.ops.transpose(a @ b, (0, 2, 1)) + 1.0
     run_both([y], {a: np.zeros((2, 3, 0)), b: np.zeros((2, 0, 4))}, "K = 0")
+
+
+# --- a sum or mean of a product: the reduction multiplies while it reads (the mul runs no kernel) ----------
+_PRODUCT_CASES = [
+    ("mean last axis (segmented rows)", (6, 5, 37), lambda p: at.mean(p, axis=-1)),
+    ("sum last axis, keepdims", (2, 3, 64), lambda p: at.sum(p, axis=-1, keepdims=True)),
+    ("sum over leading axes (column pass)", (4, 33, 7), lambda p: at.sum(p, axis=(0, 1))),
+    ("sum_to a bias shape (column pass)", (8, 16, 5), lambda p: at.ops.sum_to(p, (5,))),
+    ("sum of everything (two stages)", (300, 301), lambda p: at.sum(p)),
+    ("mean, thread per output", (4096, 3), lambda p: at.mean(p, axis=-1)),
+    ("mean of a middle axis", (3, 9, 4), lambda p: at.mean(p, axis=1)),
+    ("batch 1, one element", (1, 1), lambda p: at.sum(p, axis=0)),
+]
+
+
+@pytest.mark.parametrize("what,shape,reduce", _PRODUCT_CASES, ids=[c[0] for c in _PRODUCT_CASES])
+def test_reduction_of_a_product_is_one_kernel_and_matches_numpy(what, shape, reduce) -> None:
+    with at.Graph():
+        a, b = at.input("a", shape), at.input("b", shape)
+        p = a * b
+        r = reduce(p)
+        sq = at.sum(a * a)                       # both factors the same buffer
+    plan = at.backends.compile([r, sq], backend="wgpu")
+    assert "mul" not in [d.node.op for d in plan.dispatches], what
+    assert r.node_id in plan.fusion.products
+    src = plan.shader_for(p)
+    assert "runs no kernel of its own" in src and "x[i] * y[i]" in src
+    rng = np.random.default_rng(len(what))
+    run_both([r, sq], {a: rng.standard_normal(shape), b: rng.standard_normal(shape)}, what)
+
+
+def test_product_that_is_also_read_elsewhere_is_written() -> None:
+    """mul with a second reader (or asked for as an output) keeps its kernel; the reduction reads it plainly."""
+    with at.Graph():
+        a, b = at.input("a", (3, 8)), at.input("b", (3, 8))
+        p = a * b
+        r = at.mean(p, axis=-1)
+        q = at.ops.broadcast_to(at.reshape(r, (3, 1)), (3, 8)) - p
+        c = at.input("c", (8,))
+        s = at.sum(a * c, axis=-1)               # broadcast factor: not fused
+    plan = at.backends.compile([r, q, s, p], backend="wgpu")
+    assert not plan.fusion.products
+    rng = np.random.default_rng(2)
+    run_both([r, q, s, p], {a: rng.standard_normal((3, 8)), b: rng.standard_normal((3, 8)),
+                            c: rng.standard_normal(8)}, "mul read twice")

@@ -143,15 +143,20 @@ class Plan:
                 continue
             else:
                 ops = fusion.operands.get(n.id)
-                if ops is not None:
+                prod = fusion.products.get(n.id)
+                if prod is not None:
+                    prod = (root(prod[0]), root(prod[1]))
+                    reads[n.id] = list(prod)
+                elif ops is not None:
                     ops = tuple((root(i), *rest) for i, *rest in ops)
                     reads[n.id] = [v[0] for v in ops]
                 else:
                     reads[n.id] = [root(i) for i in n.inputs]
-                ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id))
+                ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod)
             self.dispatches.extend(ds)
             if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
-                self._node_sources[n.id] = ds[0 if n.id in fusion.gemm_sum else -1].source
+                first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
+                self._node_sources[n.id] = ds[0 if first else -1].source
         for n in compute:
             if n.id in fusion.written_by:
                 w = fusion.written_by[n.id]

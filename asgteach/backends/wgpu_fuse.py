@@ -28,6 +28,9 @@ plan recognises these shapes and computes the same numbers more directly:
   (``wgpu_chain``) that reads each outside value once and writes one result. A value
   with several readers ends its chain: it is written once, and each reader's chain
   reads it. ``broadcast_to`` joins a chain as a read through stride-0 axes.
+* **a sum or mean of a product multiplies while it reads**: ``mean(g * xhat)`` (the LayerNorm
+  backward) and ``sum(g * y)`` (the softmax backward) read ``g`` and the other factor and
+  reduce their product; the ``mul`` is never written to memory.
 
 Every rewrite keeps the node in the graph (``plan.shader_for`` still answers for it) and
 changes only which kernels run; parity with numpy is tested with the rewrites on.
@@ -42,6 +45,7 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .wgpu_chain import MAX_INPUTS, Chain, fits
+from .wgpu_kernels import reduces_by_adding
 
 __all__ = ["Fusion", "plan_fusion"]
 
@@ -59,6 +63,8 @@ class Fusion:
     # matmul -> (row stride, batch strides, swapped?): it writes its result in the layout of the last of the
     # transposes that read it (that transpose shares the matmul's buffer; see _out_view)
     written_by: dict[int, int] = field(default_factory=dict)   # such a transpose -> the matmul that writes it
+    products: dict[int, tuple[int, int]] = field(default_factory=dict)
+    # sum / mean / sum_to node -> (a, b): it reduces a * b, multiplying while it reads (the mul runs no kernel)
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     chains: dict[int, Chain] = field(default_factory=dict)      # root node -> the elementwise chain it computes
@@ -142,6 +148,18 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
         else:
             needed.update(n.inputs)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
+    for n in compute:   # sum(a * b), mean(a * b): the reduction multiplies while it reads
+        if not reduces_by_adding(n) or n.id in f.skip:
+            continue
+        x = g.nodes[n.inputs[0]]
+        if x.op != "mul" or x.id in outs or x.id in f.skip or x.id in f.chain_of or x.size == 0 \
+                or x.dtype != "float" or len(readers.get(x.id, [])) != 1:
+            continue
+        a, b = (g.nodes[i] for i in x.inputs)
+        if a.shape == b.shape == x.shape and a.dtype == b.dtype == "float":
+            f.products[n.id] = (a.id, b.id)
+            f.skip.add(x.id)
+            f.read_through[x.id] = n.id
     return f
 
 

@@ -14,6 +14,7 @@ are all the same few kernels with different numbers in their uniform block.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -218,7 +219,25 @@ def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
     return n_out < 16384 and n_red >= 32
 
 
-def _reduce(g: Graph, node: Node) -> list[Dispatch]:
+def reduces_by_adding(node: Node) -> bool:
+    """Does ``node`` run one of reduce.wgsl's adding kernels (sum, mean, sum_to), which can reduce a product?"""
+    op = spec(node.op)
+    return op.wgsl == "reduce" and (op.wgsl_entry or node.op) + "_wg" in _ADDING
+
+
+@functools.lru_cache(maxsize=2)
+def _product_source(text: str) -> str:
+    """reduce.wgsl reading x[i] * y[i] where it reads x[i]: a sum or mean of a product in one pass."""
+    load = "acc += x[base + inner_off(r)];"
+    if load not in text:
+        raise RuntimeError("reduce.wgsl changed: its element load is not where the product variant expects it")
+    text = text.replace(load, "{ let i = base + inner_off(r); acc += x[i] * y[i]; }")
+    decl = "@group(0) @binding(2) var<storage, read_write> out: array<u32>;\n"
+    return text.replace(decl, decl + "@group(0) @binding(3) var<storage, read> y: array<f32>;   // x * y is reduced\n")
+
+
+def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> list[Dispatch]:
+    """``product``: (a, b) buffers when the reduced value is a * b, computed while reading (wgpu_fuse)."""
     (x,) = (g.nodes[i] for i in node.inputs)
     op = spec(node.op)
     if op.reduced_axes is None:
@@ -237,6 +256,10 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
     entry = base + ("_wg" if per_group else "_t")
     src = family_source("reduce")
     scratch = -node.id - 1
+    reads: dict[int, int] = {1: x.id}
+    src1, tag = src, ""   # the first stage's source: it is the one that reads x
+    if product is not None:
+        reads, src1, tag = {1: product[0], 3: product[1]}, _product_source(src), ":product"
     if per_group and base + "_wg" in _ADDING and ist and ist[-1] != 1 and n_red >= 64:
         # a sum over leading axes (a bias gradient): threads over (output, chunk), then rows of partial sums
         chunks = max(1, min(-(-131072 // n_out), n_red // 16))
@@ -244,7 +267,7 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
         chunks = -(-n_red // chunk)
         first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w5=NAN_BITS, w6=chunk, w7=chunks,
                         w8=oshape, w16=ost, w24=ishape, w32=ist)
-        return [Dispatch(node, (node.op, "f32", "sum_cols"), src, "sum_cols", first, {1: x.id, 2: scratch},
+        return [Dispatch(node, (node.op, "f32", "sum_cols" + tag), src1, "sum_cols", first, {**reads, 2: scratch},
                          groups_for(math.ceil(n_out * chunks / WG_LINEAR)), scratch={scratch: n_out * chunks * 4}),
                 _segmented(node, base + "_wg", src, n_out, chunks, scale, {1: scratch, 2: node.id})]
     chunks = 1
@@ -256,12 +279,12 @@ def _reduce(g: Graph, node: Node) -> list[Dispatch]:
         words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
                         w6=chunk, w7=1, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
         groups = groups_for(math.ceil(n_out / (WG_LINEAR // lp)) if per_group else math.ceil(n_out / WG_LINEAR))
-        return [Dispatch(node, (node.op, "f32", entry), src, entry, words, {1: x.id, 2: node.id}, groups)]
+        return [Dispatch(node, (node.op, "f32", entry + tag), src1, entry, words, {**reads, 2: node.id}, groups)]
     # two stages: P partial results per output into a scratch buffer, then reduce those
     first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
                     w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
     return [
-        Dispatch(node, (node.op, "f32", entry), src, entry, first, {1: x.id, 2: scratch},
+        Dispatch(node, (node.op, "f32", entry + tag), src1, entry, first, {**reads, 2: scratch},
                  groups_for(math.ceil(n_out * chunks / (WG_LINEAR // lp))), scratch={scratch: n_out * chunks * 4}),
         _segmented(node, entry, src, n_out, chunks, scale, {1: scratch, 2: node.id}),
     ]
@@ -541,15 +564,19 @@ _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
 }
 
 
-def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None) -> list[Dispatch]:
+def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None,
+          product: tuple[int, int] | None = None) -> list[Dispatch]:
     """The dispatches that compute ``node`` (an empty list for a node with no elements).
 
     ``operands``, ``out_view`` (matmul only): where A and B are read from and how C is written, see ``wgpu_fuse``.
+    ``product`` (sum, mean, sum_to only): the reduced value is the product of these two buffers.
     """
     if node.size == 0:
         return []
     if family == "matmul":
         return _matmul(g, node, tile, operands, out_view)
+    if product is not None:
+        return _reduce(g, node, product)
     fn = _FAMILIES.get(family)
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")
