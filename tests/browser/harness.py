@@ -250,6 +250,19 @@ class Lab:
     def classes_of(self, cls: str, n: int = 0) -> list[str]:
         return self.cy("return cy.$('.' + arg).map(e => e.data('key'));", n, cls)
 
+    def wait_classes(self, cls: str, expected: list[str], n: int = 0, timeout_ms: int | None = None) -> list[str]:
+        """The keys of the elements carrying class ``cls``, once they are ``expected`` (the inspector's text and the
+        graph's classes arrive as separate widget messages, so one can be drawn before the other)."""
+        try:
+            self.page.wait_for_function(
+                f"([n, cls, want]) => {{ const el = ({_CY})(n); if (!el) return false;"
+                " const got = el._cyreg.cy.$('.' + cls).map(e => e.data('key'));"
+                " return JSON.stringify(got.sort()) === JSON.stringify(want.slice().sort()); }",
+                arg=[n, cls, expected], timeout=timeout_ms or self.timeout)
+        except Exception:  # noqa: BLE001 - the assertion at the call site shows what is there instead
+            pass
+        return self.classes_of(cls, n)
+
     def fit_report(self, n: int = 0) -> dict:
         """Where the drawn graph lies relative to its canvas (rendered pixels)."""
         return self.cy("const bb = cy.elements().renderedBoundingBox();"

@@ -73,7 +73,7 @@ def test_click_updates_inspector(lab, mlp):
     first = lab.inspector_text()
     assert "Parameter" in first and "Role in this model" in first, first[:600]
     assert "Value" in first and "Gradient" in first, "feeds were given: value and gradient stats expected"
-    assert lab.classes_of("selected") == [mlp["param"]]
+    assert lab.wait_classes("selected", [mlp["param"]]) == [mlp["param"]]
     lab.click_node(mlp["tanh"])
     lab.wait_inspector("tanh")
     second = lab.inspector_text()

@@ -145,7 +145,14 @@ def test_step_lights_the_node_and_its_gradient(lab):
         "() => document.querySelector('.asg-graphview .custom-widget')._cyreg.cy.$('.step-current').length > 0",
         timeout=30_000)
     lab.page.locator("button.asg-step").first.click()
-    time.sleep(1.0)
+    try:  # step 2 reached: the status line says so and one node and one gradient are lit (not a fixed sleep)
+        lab.page.wait_for_function(
+            "() => { const e = document.querySelector('.asg-step-status');"
+            " const cy = document.querySelector('.asg-graphview .custom-widget')._cyreg.cy;"
+            " return e && e.innerText.startsWith('Step 2') && cy.$('.step-current').length === 1"
+            " && cy.$('.step-mirror').length === 1; }", timeout=30_000)
+    except Exception:  # noqa: BLE001 - the assertion below says what is lit instead
+        pass
     cur = lab.classes_of("step-current")
     mir = lab.classes_of("step-mirror")
     _shot(lab, "legible_mlp_step", 0)

@@ -100,6 +100,6 @@ def test_graph_draws_and_a_click_fills_the_inspector(nb7: Lab) -> None:
     nb7.wait_inspector("tanh")
     second = nb7.inspector_text()
     assert second != first, nb7.fail("clicking tanh did not change the inspector")
-    assert nb7.classes_of("selected") == [ids["tanh"]]
+    assert nb7.wait_classes("selected", [ids["tanh"]]) == [ids["tanh"]]
     shot = nb7.screenshot("notebook7-graph-and-inspector")
     assert shot.stat().st_size > 20_000, "the screenshot should show the graph and the inspector"
