@@ -7,12 +7,17 @@
    gradients run as one GEMM and chains of elementwise ops run as one generated kernel
    (``wgpu_chain``); ``wgpu_kernels`` gives each remaining node its kernel, uniform
    block and bindings;
-2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``);
+2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``); a kernel
+   not compiled yet starts compiling on a worker thread as soon as step 1 knows it;
 3. **memory plan**: one persistent device buffer per live value. Inputs, parameters,
    constants and requested outputs own their buffers; every other value borrows one
    from a pool and gives it back after its last reader — the same liveness analysis as
    the numpy backend's, but here it decides how much GPU memory a step needs;
 4. **bind groups** and ONE uniform buffer holding every dispatch's parameters, written once.
+
+Steps 1 and 3 (and the uniform words) depend only on the graph's structure, so they are
+kept (``wgpu_plan_cache``): compiling a fresh graph of the same shape again — a re-run
+notebook cell, a second Trainer — only creates this plan's buffers and bind groups.
 
 ``plan.run(feeds)`` is then short, and talks to the GPU as little as possible:
 
@@ -47,19 +52,23 @@ per node). If numpy finds none, the error says the NaN came from the GPU kernels
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Mapping
 
 import numpy as np
 
 from ..graph import Graph, Node
+from ..ops.registry import generation as ops_generation
 from ..ops.registry import spec
+from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_chain import chain_dispatch, chain_leaves, in_place_leaves
-from .wgpu_device import Gpu, check_available, describe, gpu  # noqa: F401 - check_available/describe are API
+from .wgpu_device import Gpu, check_available, describe, gpu, shaders_stamp  # noqa: F401 - check_available/describe: API
 from .wgpu_fuse import plan_fusion
 from .wgpu_kernels import Dispatch, gemm_sum, lower
 from .wgpu_matmul import tile_from_env
+from .wgpu_plan_cache import signature
 
 __all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError"]
 
@@ -102,12 +111,9 @@ class Plan:
         self.graph = graph
         self.outputs = list(outputs)
         self.node_ids = graph.ancestors(self.outputs)
-        nodes = [graph.nodes[i] for i in self.node_ids]
-        self.leaves = [n for n in nodes if n.op in ("input", "parameter")]
-        self.constants = [n for n in nodes if n.op == "constant"]
-        compute = [n for n in nodes if not spec(n.op).leaf]
         limit = int(max_binding or self.gpu.max_binding)
-        for n in nodes:
+        for i in self.node_ids:
+            n = graph.nodes[i]
             if n.size * 4 > limit:
                 raise BindingLimitError(
                     f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {_size(n.size * 4)}, but this "
@@ -115,183 +121,67 @@ class Plan:
                     f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
                 )
 
-        # 1. rewrites (wgpu_fuse: reshape aliases, transposes read in place, weight-gradient GEMMs), then lower
+        # 1-3 (rewrites, lowering, memory plan, uniform words): pure work, reused for a graph of the same
+        # structure (wgpu_plan_cache: a second Trainer on a fresh model of the same sizes only rebinds)
         tile = tile_from_env()
-        self.fusion = fusion = plan_fusion(graph, compute, self.outputs, self.gpu.max_storage_buffers)
-        root = fusion.root
-        self._fixed, self._failing = _empty_input_values(graph, [n for n in compute if n.id not in fusion.skip])
-        self.dispatches: list[Dispatch] = []
-        self._chain_at: dict[int, int] = {}   # chain root -> the index of its dispatch
-        self._node_sources: dict[int, str] = {}
-        reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
-        for n in compute:
-            if n.id in fusion.skip or n.id in self._fixed:
-                continue
-            if n.id in fusion.gemm_sum:
-                x, gy = fusion.gemm_sum[n.id]
-                ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
-                reads[n.id] = [root(x), root(gy)]
-            elif n.id in fusion.chains:
-                chain = fusion.chains[n.id]
-                d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
-                ds = [d]
-                self._chain_at[n.id] = len(self.dispatches)
-                reads[n.id] = [nid for b, nid in sorted(d.binds.items()) if b != 1 and b not in d.stores]
-                for m in chain.members:
-                    self._node_sources[m] = header + d.source
-                self.dispatches.extend(ds)
-                continue
-            else:
-                ops = fusion.operands.get(n.id)
-                prod = fusion.products.get(n.id)
-                if prod is not None:
-                    prod = (root(prod[0]), root(prod[1]))
-                    reads[n.id] = list(prod)
-                elif ops is not None:
-                    ops = tuple((root(i), *rest) for i, *rest in ops)
-                    reads[n.id] = [v[0] for v in ops]
-                else:
-                    reads[n.id] = [root(i) for i in n.inputs]
-                ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod)
-            self.dispatches.extend(ds)
-            if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
-                first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
-                self._node_sources[n.id] = ds[0 if first else -1].source
-        for n in compute:
-            if n.id in fusion.written_by:
-                w = fusion.written_by[n.id]
-                self._node_sources[n.id] = (
-                    f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{w} below writes its "
-                    f"result straight in this transpose's layout (row stride LDC, batch strides in words 32..)\n"
-                    + self._node_sources.get(w, ""))
-            elif n.id in fusion.alias:
-                self._node_sources[n.id] = (
-                    f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
-                    f"same bytes, so it shares node #{root(n.id)}'s buffer\n")
-            elif n.id in fusion.chain_of:
-                if n.id != fusion.chain_of[n.id]:
-                    self._node_sources[n.id] = (
-                        f"// {n.op} (node #{n.id}) runs no kernel of its own: the fused kernel of node "
-                        f"#{fusion.chain_of[n.id]} below computes it in registers\n" + self._node_sources[n.id])
-            elif n.id in self._fixed:
-                self._node_sources[n.id] = (
-                    f"// {n.op} (node #{n.id}) runs no kernel: its inputs are empty, so its value depends on no "
-                    f"data; it was computed once, as numpy computes it, and is uploaded like a constant\n")
-            elif n.id in fusion.skip:
-                self._node_sources[n.id] = (
-                    f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
-                    f"reads its operands in place\n" + self._absorbing_source(n))
-        running = [n for n in compute if n.id not in fusion.skip and n.id not in self._fixed]
-        self._indexing = [n for n in running if spec(n.op).index_bound is not None and n.size]
+        structure, specs = signature(graph, self.node_ids, self.outputs)
+        key = (ops_generation(), shaders_stamp(), tile, self.gpu.max_storage_buffers, self.gpu.uniform_align,
+               structure)
+        self._lowered = low = plan_cache.lookup(
+            key, lambda: _lower(graph, self.outputs, self.node_ids, tile, self.gpu.max_storage_buffers,
+                                self.gpu.uniform_align, self.gpu.prefetch), keep=specs)
+        nodes = graph.nodes
+        self.leaves = [nodes[i] for i in low.leaves]
+        self.constants = [nodes[i] for i in low.constants]
+        self.fusion = low.fusion
+        self._fixed, self._failing = low.fixed, low.failing
+        self.dispatches: list[Dispatch] = [_rebound(d, graph) for d in low.dispatches]
+        self._chain_at = low.chain_at        # chain root -> the index of its dispatch
+        self._node_sources = dict(low.node_sources)
+        self._indexing = [nodes[i] for i in low.indexing]
+        self.bytes_owned, self.bytes_pooled = low.bytes_owned, low.bytes_pooled
+        self._scratch_bytes = low.scratch_bytes
 
-        # 2. memory plan: owned buffers for leaves/outputs, a liveness pool for the rest
+        # the device side: this plan's own buffers (one per memory-plan slot), uniforms, pipelines, bind groups
         usage = wgpu.BufferUsage
         storage = usage.STORAGE | usage.COPY_DST | usage.COPY_SRC
-        self.buffers: dict[int, Any] = {}
-        self.bytes_owned = 0
-        fixed = [graph.nodes[i] for i in self._fixed]
-        for n in self.leaves + self.constants + fixed + [graph.nodes[i] for i in self.outputs]:
-            if n.id not in self.buffers:
-                self.buffers[n.id] = dev.create_buffer(size=_nbytes(n), usage=storage)
-                self.bytes_owned += _nbytes(n)
-        last_use: dict[int, int] = {}
-        for k, n in enumerate(running):
-            for i in reads[n.id]:
-                last_use[i] = k
-        pool: list[tuple[int, Any]] = []
-        self.bytes_pooled = 0
-        for k, n in enumerate(running):
-            if n.id not in self.buffers:
-                need = _nbytes(n)
-                fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
-                if fits:
-                    j = min(fits, key=lambda j: pool[j][0])
-                    self.buffers[n.id] = pool.pop(j)[1]
-                else:
-                    self.buffers[n.id] = dev.create_buffer(size=need, usage=storage)
-                    self.bytes_pooled += need
-            for i in set(reads[n.id]):   # values read for the last time give their buffer back
-                if last_use.get(i) != k or i in self.outputs:
-                    continue
-                if graph.nodes[i].op in ("input", "parameter", "constant") or i in self._fixed:
-                    continue
-                buf = self.buffers[i]
-                pool.append((buf.size, buf))
-        for n in compute:
-            if n.id in fusion.alias:
-                self.buffers[n.id] = self.buffers[root(n.id)]
-
-        self._scratch_bytes: dict[int, int] = {}
-        for d in self.dispatches:
-            for sid, size in (d.scratch or {}).items():
-                self.buffers[sid] = dev.create_buffer(size=max(16, (size + 15) // 16 * 16), usage=storage)
-                self._scratch_bytes[sid] = max(16, (size + 15) // 16 * 16)
-                self.bytes_owned += self._scratch_bytes[sid]
-
-        # 3. one uniform buffer for all dispatches, written once
-        align = self.gpu.uniform_align
-        params = np.zeros((max(1, len(self.dispatches)), align // 4), dtype=np.uint32)
-        for k, d in enumerate(self.dispatches):
-            params[k, :64] = d.params
-        self.uniforms = dev.create_buffer(size=params.nbytes, usage=usage.UNIFORM | usage.COPY_DST)
-        dev.queue.write_buffer(self.uniforms, 0, params)
-
-        # 4. pipelines and bind groups
+        slots = [dev.create_buffer(size=size, usage=storage) for size in low.slot_sizes]
+        self.buffers: dict[int, Any] = {nid: slots[s] for nid, s in low.slot_of.items()}
+        self.uniforms = dev.create_buffer(size=low.params.nbytes, usage=usage.UNIFORM | usage.COPY_DST)
+        dev.queue.write_buffer(self.uniforms, 0, low.params)
         self._encoded: list[tuple[Any, Any, tuple[int, int, int]]] = []
-        for k, d in enumerate(self.dispatches):
+        for k, (d, entries) in enumerate(zip(self.dispatches, low.binds)):
             pipe = self.gpu.pipeline(d.key, d.source, d.entry)
-            self._encoded.append((pipe, self._bind_group(pipe, k, d), d.groups))
-
-        # 5. staging: every requested output at its own offset in one mappable buffer
-        self._out_offsets: list[int] = []
-        off = 0
-        for i in self.outputs:   # (outputs later bound by bind_updates are simply not copied or mapped)
-            self._out_offsets.append(off)
-            off += _nbytes(graph.nodes[i])
-        self.staging = dev.create_buffer(size=max(off, 16), usage=usage.MAP_READ | usage.COPY_DST)
+            self._encoded.append((pipe, self._bind_group(pipe, k, entries), d.groups))
+        self._out_offsets = low.out_offsets   # staging: every requested output at its own offset
+        self.staging = dev.create_buffer(size=low.staging_size, usage=usage.MAP_READ | usage.COPY_DST)
 
         self._uploaded: dict[int, tuple[Any, np.ndarray | None]] = {}   # node id -> (object, host copy)
         self._on_device: set[int] = set()
         self._updates: list[tuple[int, int]] = []
         self._in_place: set[tuple[int, int]] = set()   # (new, old) pairs a kernel writes straight into old
-        self._replaced: dict[int, tuple[Dispatch, Any, dict[int, str]]] = {}   # what bind_updates rewrote
+        self._replaced: dict[int, tuple[Dispatch, Any, dict[int, tuple[str, ...]]]] = {}   # what bind_updates rewrote
         self._device_only: set[int] = set()
         self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
-    def _bind_group(self, pipe: Any, k: int, d: Dispatch) -> Any:
-        """Dispatch ``k``'s bind group: its uniform block, then each binding's buffer."""
-        entries = [{"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * self.gpu.uniform_align,
-                                               "size": 256}}]
-        for b, nid in sorted(d.binds.items()):
-            size = self._scratch_bytes[nid] if nid < 0 else _nbytes(self.graph.nodes[nid])
-            entries.append({"binding": b, "resource": {"buffer": self.buffers[nid], "offset": 0, "size": size}})
-        return self.gpu.device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=entries)
+    def _bind_group(self, pipe: Any, k: int, entries: list[tuple[int, int, int]]) -> Any:
+        """Dispatch ``k``'s bind group: its uniform block, then each (binding, buffer owner, bytes)."""
+        buffers = self.buffers
+        return self.gpu.device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+            {"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * self.gpu.uniform_align, "size": 256}},
+            *({"binding": b, "resource": {"buffer": buffers[nid], "offset": 0, "size": size}}
+              for b, nid, size in entries)])
 
     # -- introspection ------------------------------------------------------------------
-    def _absorbing_source(self, n: Node) -> str:
-        """The WGSL of the kernel that computes a skipped transpose's or matmul's work."""
-        g, f = self.graph, self.fusion
-        for s_id, (x, _) in f.gemm_sum.items():
-            m = g.nodes[g.nodes[s_id].inputs[0]]
-            if (m.id == n.id or m.inputs[0] == n.id) and s_id in self._node_sources:
-                return self._node_sources[s_id]
-        u = f.read_through.get(n.id)
-        if u is not None and u in self._node_sources:
-            return self._node_sources[u]
-        for u, ops in f.operands.items():
-            if n.id in g.nodes[u].inputs and u in self._node_sources:
-                return self._node_sources[u]
-        return ""
-
     def shader_for(self, node: Any) -> str:
         """The WGSL source that computes ``node`` (a Tensor, Node or node id)."""
         nid = getattr(node, "node_id", getattr(node, "id", node))
         if nid not in self._node_sources:
             n = self.graph.nodes[nid]
             raise KeyError(f"node #{nid} ({n.op}) runs no kernel in this plan (leaves and empty tensors have none)")
-        return self._node_sources[nid]
+        return "".join(self._node_sources[nid])
 
     def __repr__(self) -> str:
         return (f"<wgpu Plan: {len(self.dispatches)} dispatches, {len(self.leaves)} fed leaves, "
@@ -329,47 +219,30 @@ class Plan:
         kernel that reads ``p`` at each thread's own index. When no later kernel reads ``p``
         and nothing else reads ``p_new``, that kernel may write ``p_new`` into ``p``'s buffer:
         no copy after the run, one buffer less in flight. Returns the pairs done so.
+        (Which kernels change, and their new WGSL, is pure work: kept with the lowered plan.)
         """
-        g, f = self.graph, self.fusion
         for k, (d, enc, sources) in self._replaced.items():   # undo an earlier bind_updates
             self.dispatches[k], self._encoded[k] = d, enc
             self._node_sources.update(sources)
         self._replaced = {}
-        users: dict[int, list[int]] = {}   # buffer owner -> the dispatches that bind it
-        for k, d in enumerate(self.dispatches):
-            for nid in d.binds.values():
-                users.setdefault(nid, []).append(k)
-        per_chain: dict[int, dict[int, int]] = {}
-        eligible: dict[int, set[int]] = {}   # chain root -> the leaves it reads at each thread's own index
-        for new, old in pairs:
-            root = f.chain_of.get(new)
-            if root is None or root not in self._chain_at or old in self.outputs:
-                continue
-            chain, k = f.chains[root], self._chain_at[root]
-            if root not in eligible:
-                eligible[root] = in_place_leaves(g, chain)
-            if (new != root and new not in chain.stores) or old not in eligible[root]:
-                continue
-            if any(j > k for j in users.get(old, [])) or any(j != k for j in users.get(new, [])):
-                continue   # read after the update, or the new value is read elsewhere: keep the copy
-            per_chain.setdefault(root, {})[new] = old
-        done: set[tuple[int, int]] = set()
-        for root, inplace in per_chain.items():
-            chain, k = f.chains[root], self._chain_at[root]
-            d, header = chain_dispatch(g, chain, {i: f.root(i) for i in chain_leaves(g, chain.members)}, inplace)
+        low = self._lowered
+        rewrite = low.updates.get(tuple(pairs))
+        if rewrite is None:
+            plan_cache.stats["update_misses"] += 1
+            rewrite = low.updates[tuple(pairs)] = _in_place_rewrite(self.graph, low, self.outputs, pairs)
+        else:
+            plan_cache.stats["update_hits"] += 1
+        done, changed = rewrite
+        for _, d, _, _ in changed:   # (their kernels compile on worker threads meanwhile)
+            self.gpu.prefetch(d.key, d.source, d.entry)
+        for k, d, entries, sources in changed:
+            d = _rebound(d, self.graph)
             pipe = self.gpu.pipeline(d.key, d.source, d.entry)
-            before = {m: self._node_sources[m] for m in chain.members}
-            self._replaced[k] = (self.dispatches[k], self._encoded[k], before)
+            self._replaced[k] = (self.dispatches[k], self._encoded[k], {m: self._node_sources[m] for m in sources})
             self.dispatches[k] = d
-            self._encoded[k] = (pipe, self._bind_group(pipe, k, d), d.groups)
-            self._node_sources[root] = header + d.source
-            for m in chain.members:
-                if m != root:
-                    self._node_sources[m] = (
-                        f"// {g.nodes[m].op} (node #{m}) runs no kernel of its own: the fused kernel of node "
-                        f"#{root} below computes it in registers\n" + header + d.source)
-            done.update(inplace.items())
-        return done
+            self._encoded[k] = (pipe, self._bind_group(pipe, k, entries), d.groups)
+            self._node_sources.update(sources)
+        return set(done)
 
     def read_params(self) -> dict[str, np.ndarray]:
         """The current device values of every input/parameter this plan holds (one sync)."""
@@ -579,6 +452,222 @@ class Plan:
         if on_nan == "raise":
             raise NumericsError(msg)
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _rebound(d: Dispatch, graph: Graph) -> Dispatch:
+    """``d`` naming ``graph``'s own node (a lowered plan reused from an identically shaped graph names the other's)."""
+    node = graph.nodes[d.node.id]
+    return d if d.node is node else dataclasses.replace(d, node=node)
+
+
+def _bind_entries(graph: Graph, d: Dispatch, scratch_bytes: dict[int, int]) -> list[tuple[int, int, int]]:
+    """(binding, buffer owner, bytes bound) for each buffer binding of ``d``, in binding order."""
+    return [(b, nid, scratch_bytes[nid] if nid < 0 else _nbytes(graph.nodes[nid]))
+            for b, nid in sorted(d.binds.items())]
+
+
+def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max_storage_buffers: int,
+           uniform_align: int, prefetch: Any = None) -> plan_cache.Lowered:
+    """Everything a Plan decides before touching the device (see the module docstring, steps 1-3 and 5).
+
+    ``prefetch(key, source, entry)`` is told each kernel as soon as it is known (``Gpu.prefetch``: the
+    driver compiles it on another thread while this one lowers the rest).
+    """
+    nodes = [graph.nodes[i] for i in node_ids]
+    leaves = [n for n in nodes if n.op in ("input", "parameter")]
+    constants = [n for n in nodes if n.op == "constant"]
+    compute = [n for n in nodes if not spec(n.op).leaf]
+
+    # 1. rewrites (wgpu_fuse: reshape aliases, transposes read in place, weight-gradient GEMMs), then lower
+    fusion = plan_fusion(graph, compute, outputs, max_storage_buffers)
+    root = fusion.root
+    fixed_values, failing = _empty_input_values(graph, [n for n in compute if n.id not in fusion.skip])
+    dispatches: list[Dispatch] = []
+    chain_at: dict[int, int] = {}   # chain root -> the index of its dispatch
+    sources: dict[int, str] = {}
+    reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
+    for n in compute:
+        if n.id in fusion.skip or n.id in fixed_values:
+            continue
+        if n.id in fusion.gemm_sum:
+            x, gy = fusion.gemm_sum[n.id]
+            ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
+            reads[n.id] = [root(x), root(gy)]
+        elif n.id in fusion.chains:
+            chain = fusion.chains[n.id]
+            d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
+            chain_at[n.id] = len(dispatches)
+            reads[n.id] = [nid for b, nid in sorted(d.binds.items()) if b != 1 and b not in d.stores]
+            text = (header, d.source)
+            for m in chain.members:
+                sources[m] = text
+            dispatches.append(d)
+            if prefetch is not None:
+                prefetch(d.key, d.source, d.entry)
+            continue
+        else:
+            ops = fusion.operands.get(n.id)
+            prod = fusion.products.get(n.id)
+            if prod is not None:
+                prod = (root(prod[0]), root(prod[1]))
+                reads[n.id] = list(prod)
+            elif ops is not None:
+                ops = tuple((root(i), *rest) for i, *rest in ops)
+                reads[n.id] = [v[0] for v in ops]
+            else:
+                reads[n.id] = [root(i) for i in n.inputs]
+            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod)
+        dispatches.extend(ds)
+        for d in ds if prefetch is not None else ():
+            prefetch(d.key, d.source, d.entry)
+        if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
+            first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
+            sources[n.id] = (ds[0 if first else -1].source,)
+    for n in compute:
+        if n.id in fusion.written_by:
+            w = fusion.written_by[n.id]
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{w} below writes its "
+                f"result straight in this transpose's layout (row stride LDC, batch strides in words 32..)\n",
+                *sources.get(w, ()))
+        elif n.id in fusion.alias:
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
+                f"same bytes, so it shares node #{root(n.id)}'s buffer\n",)
+        elif n.id in fusion.chain_of:
+            if n.id != fusion.chain_of[n.id]:
+                sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) runs no kernel of its own: the fused kernel of node "
+                    f"#{fusion.chain_of[n.id]} below computes it in registers\n", *sources[n.id])
+        elif n.id in fixed_values:
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel: its inputs are empty, so its value depends on no "
+                f"data; it was computed once, as numpy computes it, and is uploaded like a constant\n",)
+        elif n.id in fusion.skip:
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
+                f"reads its operands in place\n", *_absorbing_source(graph, fusion, sources, n))
+    running = [n for n in compute if n.id not in fusion.skip and n.id not in fixed_values]
+    indexing = [n.id for n in running if spec(n.op).index_bound is not None and n.size]
+
+    # 2. memory plan: owned buffers (slots) for leaves/outputs, a liveness pool for the rest
+    slot_sizes: list[int] = []
+    slot_of: dict[int, int] = {}
+
+    def new_slot(size: int) -> int:
+        slot_sizes.append(size)
+        return len(slot_sizes) - 1
+
+    bytes_owned = bytes_pooled = 0
+    fixed = [graph.nodes[i] for i in fixed_values]
+    for n in leaves + constants + fixed + [graph.nodes[i] for i in outputs]:
+        if n.id not in slot_of:
+            slot_of[n.id] = new_slot(_nbytes(n))
+            bytes_owned += _nbytes(n)
+    last_use: dict[int, int] = {}
+    for k, n in enumerate(running):
+        for i in reads[n.id]:
+            last_use[i] = k
+    pool: list[tuple[int, int]] = []   # (bytes, slot) of buffers free for reuse
+    outs = set(outputs)
+    for k, n in enumerate(running):
+        if n.id not in slot_of:
+            need = _nbytes(n)
+            fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
+            if fits:
+                j = min(fits, key=lambda j: pool[j][0])
+                slot_of[n.id] = pool.pop(j)[1]
+            else:
+                slot_of[n.id] = new_slot(need)
+                bytes_pooled += need
+        for i in set(reads[n.id]):   # values read for the last time give their buffer back
+            if last_use.get(i) != k or i in outs:
+                continue
+            if graph.nodes[i].op in ("input", "parameter", "constant") or i in fixed_values:
+                continue
+            s = slot_of[i]
+            pool.append((slot_sizes[s], s))
+    for n in compute:
+        if n.id in fusion.alias:
+            slot_of[n.id] = slot_of[root(n.id)]
+    scratch_bytes: dict[int, int] = {}
+    for d in dispatches:
+        for sid, size in (d.scratch or {}).items():
+            scratch_bytes[sid] = max(16, (size + 15) // 16 * 16)
+            slot_of[sid] = new_slot(scratch_bytes[sid])
+            bytes_owned += scratch_bytes[sid]
+
+    # 3. one uniform buffer for all dispatches, written once
+    params = np.zeros((max(1, len(dispatches)), uniform_align // 4), dtype=np.uint32)
+    for k, d in enumerate(dispatches):
+        params[k, :64] = d.params
+
+    # 5. staging: every requested output at its own offset in one mappable buffer
+    out_offsets: list[int] = []
+    off = 0
+    for i in outputs:   # (outputs later bound by bind_updates are simply not copied or mapped)
+        out_offsets.append(off)
+        off += _nbytes(graph.nodes[i])
+    return plan_cache.Lowered(
+        node_ids=list(node_ids), leaves=[n.id for n in leaves], constants=[n.id for n in constants], fusion=fusion,
+        fixed=fixed_values, failing=failing, dispatches=dispatches, chain_at=chain_at, node_sources=sources,
+        indexing=indexing, slot_sizes=slot_sizes, slot_of=slot_of,
+        binds=[_bind_entries(graph, d, scratch_bytes) for d in dispatches], params=params,
+        out_offsets=out_offsets, staging_size=max(off, 16), bytes_owned=bytes_owned, bytes_pooled=bytes_pooled,
+        scratch_bytes=scratch_bytes)
+
+
+def _absorbing_source(g: Graph, f: Any, sources: dict[int, tuple[str, ...]], n: Node) -> tuple[str, ...]:
+    """The WGSL of the kernel that computes a skipped transpose's or matmul's work."""
+    for s_id, (x, _) in f.gemm_sum.items():
+        m = g.nodes[g.nodes[s_id].inputs[0]]
+        if (m.id == n.id or m.inputs[0] == n.id) and s_id in sources:
+            return sources[s_id]
+    u = f.read_through.get(n.id)
+    if u is not None and u in sources:
+        return sources[u]
+    for u, ops in f.operands.items():
+        if n.id in g.nodes[u].inputs and u in sources:
+            return sources[u]
+    return ()
+
+
+def _in_place_rewrite(g: Graph, low: plan_cache.Lowered, outputs: list[int], pairs: list[tuple[int, int]]
+                      ) -> tuple[frozenset, list[tuple[int, Dispatch, list[tuple[int, int, int]], dict]]]:
+    """Which (new, old) pairs a fused kernel can write in place (see ``Plan._update_in_place``), and for each
+    changed kernel: (dispatch index, new Dispatch, its bind entries, the new WGSL of its chain's nodes)."""
+    f = low.fusion
+    users: dict[int, list[int]] = {}   # buffer owner -> the dispatches that bind it
+    for k, d in enumerate(low.dispatches):
+        for nid in d.binds.values():
+            users.setdefault(nid, []).append(k)
+    per_chain: dict[int, dict[int, int]] = {}
+    eligible: dict[int, set[int]] = {}   # chain root -> the leaves it reads at each thread's own index
+    for new, old in pairs:
+        root = f.chain_of.get(new)
+        if root is None or root not in low.chain_at or old in outputs:
+            continue
+        chain, k = f.chains[root], low.chain_at[root]
+        if root not in eligible:
+            eligible[root] = in_place_leaves(g, chain)
+        if (new != root and new not in chain.stores) or old not in eligible[root]:
+            continue
+        if any(j > k for j in users.get(old, [])) or any(j != k for j in users.get(new, [])):
+            continue   # read after the update, or the new value is read elsewhere: keep the copy
+        per_chain.setdefault(root, {})[new] = old
+    done: set[tuple[int, int]] = set()
+    changed = []
+    for root, inplace in per_chain.items():
+        chain, k = f.chains[root], low.chain_at[root]
+        d, header = chain_dispatch(g, chain, {i: f.root(i) for i in chain_leaves(g, chain.members)}, inplace)
+        sources = {root: (header, d.source)}
+        for m in chain.members:
+            if m != root:
+                sources[m] = (f"// {g.nodes[m].op} (node #{m}) runs no kernel of its own: the fused kernel of node "
+                              f"#{root} below computes it in registers\n", header, d.source)
+        changed.append((k, d, _bind_entries(g, d, low.scratch_bytes), sources))
+        done.update(inplace.items())
+    return frozenset(done), changed
 
 
 def _empty_input_values(graph: Graph, nodes: list[Node]) -> tuple[dict[int, np.ndarray], dict[int, str]]:

@@ -17,18 +17,23 @@ from __future__ import annotations
 
 import os
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..resources import shader_source, shaders_dir
+from .wgpu_ffi import speed_up
 
-__all__ = ["Gpu", "gpu", "check_available", "describe", "NO_ADAPTER_HELP"]
+__all__ = ["Gpu", "gpu", "check_available", "describe", "shaders_stamp", "NO_ADAPTER_HELP"]
 
 NO_ADAPTER_HELP = (
     "the wgpu backend needs a Vulkan adapter. On Debian/Ubuntu without a GPU, install Mesa's CPU "
     "Vulkan driver: `sudo apt-get install mesa-vulkan-drivers` (lavapipe); with a GPU, install its "
     "vendor driver (NVIDIA/AMD/Intel, which ship Vulkan). Meanwhile backend='numpy' (or 'auto') works."
 )
+
+#: threads compiling pipelines while a plan is lowered in Python (a core is left to the lowering itself)
+PIPELINE_WORKERS = max(1, min(4, (os.cpu_count() or 2) - 1))
 
 _KIND_RANK = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "Unknown": 3, "CPU": 4}
 
@@ -40,6 +45,12 @@ def _import_wgpu() -> Any:
         import wgpu
     except ImportError as e:
         raise BackendUnavailable(f"the wgpu package is not installed ({e}); pip install 'asgteach[gpu]'") from e
+    try:   # cffi's first use of each C struct parses C: ~10 ms each, ~40 of them before a first plan runs
+        from wgpu.backends.wgpu_native import ffi
+
+        speed_up(ffi)
+    except ImportError:
+        pass
     return wgpu
 
 
@@ -80,6 +91,8 @@ class Gpu:
     limits: dict[str, int]
     pipelines: dict[tuple, tuple[Any, str]] = field(default_factory=dict)
     modules: dict[str, Any] = field(default_factory=dict)
+    compiling: dict[tuple, Future] = field(default_factory=dict)   # (key, source) -> a prefetched pipeline
+    workers: ThreadPoolExecutor | None = field(default=None, repr=False)
 
     @property
     def max_binding(self) -> int:
@@ -100,19 +113,37 @@ class Gpu:
 
         The source text is remembered with it, for ``plan.shader_for(node)``. A key whose
         source changed (an op unregistered and registered again with another formula) is
-        compiled again.
+        compiled again. One that :meth:`prefetch` started is waited for (its error, if the
+        driver refused the shader, is raised here).
         """
         hit = self.pipelines.get(key)
         if hit is None or hit[1] != source:
-            module = self.modules.get(source)
-            if module is None:
-                module = self.device.create_shader_module(code=source)
-                self.modules[source] = module
-            pipe = self.device.create_compute_pipeline(
-                layout=self.wgpu.AutoLayoutMode.auto, compute={"module": module, "entry_point": entry},
-            )
+            pending = self.compiling.pop((key, source), None)
+            pipe = pending.result() if pending is not None else self._compile(source, entry)
             hit = self.pipelines[key] = (pipe, source)
         return hit[0]
+
+    def prefetch(self, key: tuple, source: str, entry: str) -> None:
+        """Start compiling ``key``'s pipeline on a worker thread, unless it is compiled or compiling.
+
+        A driver compiles a shader in native code that lets go of the GIL (lavapipe: LLVM,
+        milliseconds each), so a plan asks for its kernels while it lowers the rest of the
+        graph in Python, and the two overlap. :meth:`pipeline` collects the result.
+        """
+        hit = self.pipelines.get(key)
+        if (hit is not None and hit[1] == source) or (key, source) in self.compiling:
+            return
+        if self.workers is None:
+            self.workers = ThreadPoolExecutor(max_workers=PIPELINE_WORKERS, thread_name_prefix="asgteach-pipelines")
+        self.compiling[(key, source)] = self.workers.submit(self._compile, source, entry)
+
+    def _compile(self, source: str, entry: str) -> Any:
+        module = self.modules.get(source)
+        if module is None:
+            module = self.modules[source] = self.device.create_shader_module(code=source)
+        return self.device.create_compute_pipeline(
+            layout=self.wgpu.AutoLayoutMode.auto, compute={"module": module, "entry_point": entry},
+        )
 
 
 _GPUS: dict[str, Gpu] = {}
@@ -183,6 +214,19 @@ def shader_text(family: str) -> str:
     if hit is None or hit[0] != mtime:
         hit = _TEXTS[family] = (mtime, shader_source(family))
     return hit[1]
+
+
+def shaders_stamp() -> tuple:
+    """(file name, modification time, size) of every shader file: it changes whenever ``shader_text`` would
+    read a file again, so a cache of generated WGSL keyed on it is never stale (``wgpu_plan_cache``)."""
+    if not _DIR:
+        _DIR.append(shaders_dir())
+    try:
+        with os.scandir(_DIR[0]) as it:
+            return tuple(sorted((e.name, (st := e.stat()).st_mtime_ns, st.st_size) for e in it
+                                if e.name.endswith(".wgsl")))
+    except OSError:
+        return ()
 
 
 def family_source(family: str, **fill: Any) -> str:

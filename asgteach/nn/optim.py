@@ -36,6 +36,8 @@ class Update:
     state_in: list[Tensor] = field(default_factory=list)     # inputs, fed each step
     state_out: list[Tensor] = field(default_factory=list)    # their next values
     state_init: list[np.ndarray] = field(default_factory=list)
+    # (the state's first values: float32 zeros, the precision training runs in; the Trainer converts them only for
+    # another dtype, so a large model's optimizer state costs no float64 arrays and no conversion pass)
 
 
 def clip_grad_norm(grads: list[Tensor], max_norm: float) -> list[Tensor]:
@@ -114,7 +116,7 @@ class SGD(Optimizer):
                 v_new = self.momentum * v + g
                 up.state_in.append(v)
                 up.state_out.append(v_new)
-                up.state_init.append(np.zeros(p.shape))
+                up.state_init.append(np.zeros(p.shape, np.float32))
                 g = g + self.momentum * v_new if self.nesterov else v_new
             up.new_params.append(p - lr * g)
         return up
@@ -147,7 +149,7 @@ class Adam(Optimizer):
             up.new_params.append(self._decayed(p, lr) - lr * step_dir)
             up.state_in += [m, v]
             up.state_out += [m_new, v_new]
-            up.state_init += [np.zeros(p.shape), np.zeros(p.shape)]
+            up.state_init += [np.zeros(p.shape, np.float32), np.zeros(p.shape, np.float32)]
         return up
 
 
@@ -180,7 +182,7 @@ class RMSprop(Optimizer):
             up.new_params.append(p - lr * g / (ops.sqrt(v_new) + self.eps))
             up.state_in.append(v)
             up.state_out.append(v_new)
-            up.state_init.append(np.zeros(p.shape))
+            up.state_init.append(np.zeros(p.shape, np.float32))
         return up
 
 

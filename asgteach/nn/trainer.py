@@ -15,6 +15,7 @@ parameters and state, the learning rate and step number; keep what comes out.
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -61,23 +62,35 @@ class Trainer:
             raise ValueError("Trainer: the loss depends on no parameters; nothing to train")
         _check_unique_names(self.param_tensors)
         self.random_inputs = [n for n in ancestors if n.op == "input" and "random" in n.meta]
-        first = initial_values(self.param_tensors, seed=seed, overrides=initial)
-        self._values: dict[int, np.ndarray] = {t.node_id: first[t.name].astype(self.dtype) for t in self.param_tensors}
-        self.grads = grad(loss, self.param_tensors)
-        with g.phase("backward", update=optimizer.name):
-            self.lr_input = _input(f"{optimizer.name}.lr", (), graph=g)
-            self.step_input = _input(f"{optimizer.name}.step", (), graph=g)
-            self.update = optimizer.build(self.param_tensors, self.grads, self.lr_input, self.step_input)
-        for s, init in zip(self.update.state_in, self.update.state_init):
-            self._values[s.node_id] = init.astype(self.dtype)
-        self._outputs = [loss, *self.update.new_params, *self.update.state_out]
-        self._plan = _compile(self._outputs, backend)
-        self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
-        # A GPU plan can keep parameters and optimizer state on the device: after each run
-        # it copies the new values over the old ones there, so a step uploads only the batch.
-        self._device_held = hasattr(self._plan, "bind_updates")
-        if self._device_held:
-            self._plan.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
+        # The first values are numpy work (random draws, a cast to float32) that lets go of the GIL: they
+        # are drawn on a second thread while this one builds the backward and optimizer graphs and the plan.
+        params, dtype_ = self.param_tensors, self.dtype
+
+        def draw() -> dict[int, np.ndarray]:
+            values = initial_values(params, seed=seed, overrides=initial)
+            return {t.node_id: values[t.name].astype(dtype_) for t in params}
+
+        first = _Background(draw)
+        try:
+            self.grads = grad(loss, self.param_tensors)
+            with g.phase("backward", update=optimizer.name):
+                self.lr_input = _input(f"{optimizer.name}.lr", (), graph=g)
+                self.step_input = _input(f"{optimizer.name}.step", (), graph=g)
+                self.update = optimizer.build(self.param_tensors, self.grads, self.lr_input, self.step_input)
+            self._outputs = [loss, *self.update.new_params, *self.update.state_out]
+            self._plan = _compile(self._outputs, backend)
+            self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
+            # A GPU plan can keep parameters and optimizer state on the device: after each run
+            # it copies the new values over the old ones there, so a step uploads only the batch.
+            self._device_held = hasattr(self._plan, "bind_updates")
+            if self._device_held:
+                self._plan.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
+        except BaseException:
+            first.result()   # a bad initial value was the first error before it moved to a thread: still is
+            raise
+        self._values: dict[int, np.ndarray] = first.result()
+        for s, init in zip(self.update.state_in, self.update.state_init):   # (the Update is ours alone: no copy)
+            self._values[s.node_id] = np.asarray(init, dtype=self.dtype)
         self._upload_values = True   # the device copy must be (re)written from self._values
         self._stale = False          # self._values is behind the device copy
         self.step = 0
@@ -245,6 +258,38 @@ class Trainer:
         for name, t in expected.items():
             self._values[t.node_id] = tensors[name].astype(self.dtype)
         self._upload_values = True
+
+
+class _Background:
+    """``fn()`` run on a thread of its own; ``result()`` waits for it (and raises what it raised).
+
+    Worth it for numpy work that releases the GIL while the caller does Python work. Where
+    no thread can be started (a browser's Python), ``fn`` simply runs here and now.
+    """
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._out: tuple[bool, Any] | None = None
+        self._thread: threading.Thread | None = threading.Thread(target=self._run, args=(fn,), daemon=True)
+        try:
+            self._thread.start()
+        except RuntimeError:
+            self._thread = None
+            self._run(fn)
+
+    def _run(self, fn: Callable[[], Any]) -> None:
+        try:
+            self._out = (True, fn())
+        except BaseException as e:  # noqa: BLE001 - handed to result(), raised on the caller's thread
+            self._out = (False, e)
+
+    def result(self) -> Any:
+        if self._thread is not None:
+            self._thread.join()
+        assert self._out is not None
+        ok, value = self._out
+        if not ok:
+            raise value
+        return value
 
 
 def _check_unique_names(params: Sequence[Tensor]) -> None:
