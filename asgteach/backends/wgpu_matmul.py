@@ -45,6 +45,13 @@ class Tile:
     def __str__(self) -> str:
         return f"{self.bm}x{self.bn}x{self.bk}x{self.tm}x{self.tn}"
 
+    @classmethod
+    def parse(cls, text: str) -> "Tile":
+        """A tile written ``BMxBNxBKxTMxTN``, e.g. ``128x128x16x8x8``."""
+        tile = cls(*(int(v) for v in text.strip().lower().split("x")))
+        tile.check()
+        return tile
+
 
 DEFAULT_TILE = Tile(128, 128, 16, 8, 8)   # best of the sweep on an H100 (bench/matmul_gpu.py)
 #: tried in order when the sizes are not multiples of the preferred tile, before the edge kernel
@@ -55,9 +62,7 @@ def tile_from_env() -> Tile:
     text = os.environ.get("ASGTEACH_WGPU_MATMUL_TILE", "").strip()
     if not text:
         return DEFAULT_TILE
-    tile = Tile(*(int(v) for v in text.lower().split("x")))
-    tile.check()
-    return tile
+    return Tile.parse(text)
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,18 +117,18 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
         store_sh = []
         for i in range(la):
             if ta:
-                store_sh.append(each(i, na, f"As[idx] = ra[{i}];"))
+                store_sh.append(each(i, na, f"As[idx / {bm4}u][idx % {bm4}u] = ra[{i}];"))
             else:
-                comps = " ".join(f"As[(q * 4u + {j}u) * {bm4}u + r / 4u][r % 4u] = ra[{i}].{xyzw[j]};"
+                comps = " ".join(f"As[q * 4u + {j}u][r / 4u][r % 4u] = ra[{i}].{xyzw[j]};"
                                  for j in range(4))
                 store_sh.append(each(i, na, f"let r = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
         for i in range(lb):
             if tb:
-                comps = " ".join(f"Bs[(q * 4u + {j}u) * {bn4}u + c / 4u][c % 4u] = rb[{i}].{xyzw[j]};"
+                comps = " ".join(f"Bs[q * 4u + {j}u][c / 4u][c % 4u] = rb[{i}].{xyzw[j]};"
                                  for j in range(4))
                 store_sh.append(each(i, nb, f"let c = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
             else:
-                store_sh.append(each(i, nb, f"Bs[idx] = rb[{i}];"))
+                store_sh.append(each(i, nb, f"Bs[idx / {bn4}u][idx % {bn4}u] = rb[{i}];"))
         store_c = []
         for r in range(tile.tm):
             row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
@@ -143,8 +148,10 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
                                   f"{{ v = {b_map[1].replace('k0', k0)}; }} rb[{i}] = v;") for i in range(lb)]
             return "\n        ".join(lines)
 
-        store_sh = [each(i, na, f"{a_map[0]} As[k * {bm4}u + r / 4u][r % 4u] = ra[{i}];") for i in range(la)]
-        store_sh += [each(i, nb, f"{b_map[0]} Bs[k * {bn4}u + n / 4u][n % 4u] = rb[{i}];") for i in range(lb)]
+        store_sh = [each(i, na, f"{a_map[0]} As[k][r / 4u][r % 4u] = ra[{i}];")
+                    for i in range(la)]
+        store_sh += [each(i, nb, f"{b_map[0]} Bs[k][n / 4u][n % 4u] = rb[{i}];")
+                     for i in range(lb)]
         store_c = []
         for r in range(tile.tm):
             store_c.append(f"    {{ let row = row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u; if (row < M) {{")
@@ -156,8 +163,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
     compute = []
     for kk in range(tile.bk):
         compute.append("        {")
-        compute += [f"            let a{g} = As[{kk * bm4 + g * ty}u + ty];" for g in range(gm)]
-        compute += [f"            let b{h} = Bs[{kk * bn4 + h * tx}u + tx];" for h in range(gn)]
+        compute += [f"            let a{g} = As[{kk}][{g * ty}u + ty];" for g in range(gm)]
+        compute += [f"            let b{h} = Bs[{kk}][{h * tx}u + tx];" for h in range(gn)]
         for r in range(tile.tm):
             for h in range(gn):
                 compute.append(f"            acc_{r}_{h} = fma(vec4<f32>(a{r // 4}.{xyzw[r % 4]}), b{h}, acc_{r}_{h});")
@@ -165,7 +172,7 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
     decl = "\n".join(f"    var acc_{r}_{h} = vec4<f32>(0.0);" for r in range(tile.tm) for h in range(gn))
     return family_source(
         "matmul", BM=tile.bm, BN=tile.bn, BK=tile.bk, TX=tx, TY=ty, LA=la, LB=lb, ELEM=elem,
-        AS_LEN=tile.bk * bm4, BS_LEN=tile.bk * bn4, ACC_DECL=decl,
+        BM4=bm4, BN4=bn4, ACC_DECL=decl,
         LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
         COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),
