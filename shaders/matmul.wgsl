@@ -17,6 +17,9 @@
 // anew; with [k][column] the constant k needs no check and the column's clamp is the same at
 // every step. On an H100 that took the 2048^3 product from 37 to 43 TFLOP/s (bench/README.md).
 //
+// Epilogue (variant ":bias"): C = A @ B + bias, the bias (N,) added to every row as C is stored,
+// when a Linear layer's "+ b" is the product's only reader (wgpu_fuse); the add runs no kernel.
+//
 // Two variants: "fast" needs M % BM == N % BN == K % BK == 0 and reads/writes vec4s;
 // "edge" handles every size (1-D operands too) with bounds-checked scalar loads that
 // pad with zeros and bounds-checked stores.
@@ -38,6 +41,7 @@ const LB: u32 = {{LB}}u;           // B-tile loads per thread
 @group(0) @binding(1) var<storage, read> A: array<{{ELEM}}>;
 @group(0) @binding(2) var<storage, read> B: array<{{ELEM}}>;
 @group(0) @binding(3) var<storage, read_write> C: array<{{ELEM}}>;
+{{BIAS_DECL}}
 
 // Two-dimensional, so the row index (k, a constant in the unrolled multiply) and the column
 // index (depends on the thread only) are bounds-checked separately: the column's check is the

@@ -103,6 +103,10 @@ def test_another_shape_or_constant_is_another_plan() -> None:
     want = at.run(loss, {x: X, y: Y, **_params(g)}, backend="numpy")
     np.testing.assert_allclose(scaled, want, rtol=1e-5)
     assert not np.allclose(scaled, base)
+    # that 3.0 is read by no kernel as a buffer, so it has none (and is never uploaded)
+    consts = p_scaled.graph.constants
+    (three,) = [i for i in p_scaled.node_ids if i in consts and np.size(consts[i]) == 1 and float(consts[i]) == 3.0]
+    assert three not in p_scaled.buffers and all(three not in d.binds.values() for d in p_scaled.dispatches)
 
 
 def _probe_op(expr: str, fn) -> OpSpec:

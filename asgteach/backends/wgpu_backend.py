@@ -484,7 +484,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
     fixed_values, failing = _empty_input_values(graph, [n for n in compute if n.id not in fusion.skip])
     dispatches: list[Dispatch] = []
     chain_at: dict[int, int] = {}   # chain root -> the index of its dispatch
-    sources: dict[int, str] = {}
+    sources: dict[int, tuple[str, ...]] = {}   # node -> its WGSL, in shared parts
     reads: dict[int, list[int]] = {}   # node -> the buffers (owner nodes) its kernels read
     for n in compute:
         if n.id in fusion.skip or n.id in fixed_values:
@@ -516,7 +516,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 reads[n.id] = [v[0] for v in ops]
             else:
                 reads[n.id] = [root(i) for i in n.inputs]
-            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod)
+            bias = root(fusion.bias[n.id]) if n.id in fusion.bias else None
+            reads[n.id] += [bias] if bias is not None else []
+            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
             prefetch(d.key, d.source, d.entry)
@@ -530,6 +532,11 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{w} below writes its "
                 f"result straight in this transpose's layout (row stride LDC, batch strides in words 32..)\n",
                 *sources.get(w, ()))
+        elif n.id in fusion.bias_add:
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{fusion.bias_add[n.id]} "
+                f"below adds the bias to each row as it stores its result (Bias, binding 4)\n",
+                *sources.get(fusion.bias_add[n.id], ()))
         elif n.id in fusion.alias:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel: a row-major buffer read with another shape is the "
@@ -560,6 +567,10 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
 
     bytes_owned = bytes_pooled = 0
     fixed = [graph.nodes[i] for i in fixed_values]
+    # a scalar constant that fused kernels read as a uniform word is bound by no kernel: it needs no buffer
+    # (nor an upload); in a transformer's training step that is half of the plan's ~1100 buffers
+    bound = {nid for d in dispatches for nid in d.binds.values()} | set(outputs)
+    constants = [n for n in constants if n.id in bound]
     for n in leaves + constants + fixed + [graph.nodes[i] for i in outputs]:
         if n.id not in slot_of:
             slot_of[n.id] = new_slot(_nbytes(n))
@@ -588,7 +599,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             s = slot_of[i]
             pool.append((slot_sizes[s], s))
     for n in compute:
-        if n.id in fusion.alias:
+        if n.id in fusion.alias and root(n.id) in slot_of:   # (a reshape of such a constant: no buffer either)
             slot_of[n.id] = slot_of[root(n.id)]
     scratch_bytes: dict[int, int] = {}
     for d in dispatches:

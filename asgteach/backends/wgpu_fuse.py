@@ -28,6 +28,10 @@ plan recognises these shapes and computes the same numbers more directly:
   (``wgpu_chain``) that reads each outside value once and writes one result. A value
   with several readers ends its chain: it is written once, and each reader's chain
   reads it. ``broadcast_to`` joins a chain as a read through stride-0 axes.
+* **a Linear layer's bias is added as the product is stored**: ``x @ W + b`` with ``b`` of shape
+  (N,), where the add is the product's only reader and no elementwise chain takes the add in,
+  runs as one matmul kernel whose epilogue adds ``b`` to each row it writes; the add shares the
+  matmul's buffer and runs no kernel (one pass over the (rows, N) result saved).
 * **a sum or mean of a product multiplies while it reads**: ``mean(g * xhat)`` (the LayerNorm
   backward) and ``sum(g * y)`` (the softmax backward) read ``g`` and the other factor and
   reduce their product; the ``mul`` is never written to memory.
@@ -66,6 +70,8 @@ class Fusion:
     products: dict[int, tuple[int, int]] = field(default_factory=dict)
     # sum / mean / sum_to node -> (a, b): it reduces a * b, multiplying while it reads (the mul runs no kernel)
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
+    bias: dict[int, int] = field(default_factory=dict)       # matmul -> the (N,) node its epilogue adds to each row
+    bias_add: dict[int, int] = field(default_factory=dict)   # that add -> the matmul (it shares the matmul's buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     chains: dict[int, Chain] = field(default_factory=dict)      # root node -> the elementwise chain it computes
     chain_of: dict[int, int] = field(default_factory=dict)      # member node (root too) -> its chain's root
@@ -148,6 +154,13 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
         else:
             needed.update(n.inputs)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
+    for n in compute:   # x @ W + b: the matmul adds b as it stores C, the add runs no kernel
+        b = _bias_of(g, n, readers, outs, f)
+        if b is not None:
+            add = readers[n.id][0]
+            f.bias[n.id], f.bias_add[add.id] = b, n.id
+            f.alias[add.id] = n.id
+            f.skip.add(add.id)
     for n in compute:   # sum(a * b), mean(a * b): the reduction multiplies while it reads
         if not reduces_by_adding(n) or n.id in f.skip:
             continue
@@ -282,6 +295,24 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
             f.chain_of[m] = root
             if m != root:
                 f.skip.add(m)
+
+
+def _bias_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int], f: Fusion) -> int | None:
+    """The (N,) vector ``b`` when ``m`` is a matmul whose only reader is ``m + b`` (or ``b + m``) and
+    that add would otherwise run as a kernel of its own; None otherwise."""
+    if m.op != "matmul" or m.id not in f.operands or m.id in f.out_views or m.id in outs or m.dtype != "float":
+        return None
+    rs = readers.get(m.id, [])
+    if len(rs) != 1 or rs[0].op != "add":
+        return None
+    add = rs[0]
+    if add.id in outs or add.id in f.skip or add.id in f.chain_of or add.shape != m.shape or len(add.inputs) != 2:
+        return None
+    others = [i for i in add.inputs if i != m.id]
+    if len(others) != 1:
+        return None
+    b = g.nodes[others[0]]
+    return b.id if b.shape == (m.shape[-1],) and b.dtype == "float" else None
 
 
 def _gemm_sum(g: Graph, s: Node, readers: dict[int, list[Node]], outs: set[int]) -> bool:

@@ -66,7 +66,7 @@ def tile_from_env() -> Tile:
 
 
 @functools.lru_cache(maxsize=64)
-def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) -> str:
+def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bias: bool = False) -> str:
     """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
 
     ``ta`` / ``tb``: the operand's buffer holds its TRANSPOSE (A stored as (K, M), B as
@@ -78,6 +78,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
     LDC apart (word 6), not necessarily the row length: an attention head (B, H, T, dh) is
     read straight out of the (B, T, H * dh) projection it was split from, and the merged
     heads are written straight into (B, T, H * dh).
+
+    ``bias``: C = A @ B + bias, with a (N,) bias buffer at binding 4 added to every row as C is stored.
     """
     tile.check()
     tx, ty = tile.threads
@@ -129,11 +131,12 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
                 store_sh.append(each(i, nb, f"let c = idx / {bk4}u; let q = idx % {bk4}u; {comps}"))
             else:
                 store_sh.append(each(i, nb, f"Bs[idx / {bn4}u][idx % {bn4}u] = rb[{i}];"))
-        store_c = []
+        store_c = [f"    let bias{h} = Bias[col0 / 4u + {h * tx}u + tx];" for h in range(gn)] if bias else []
+        plus = [f" + bias{h}" if bias else "" for h in range(gn)]
         for r in range(tile.tm):
             row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
             for h in range(gn):
-                store_c.append(f"    C[(c_off + ({row}) * LDC + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h};")
+                store_c.append(f"    C[(c_off + ({row}) * LDC + col0) / 4u + {h * tx}u + tx] = acc_{r}_{h}{plus[h]};")
     else:
         # scalar loads; neighbouring threads walk the operand's contiguous axis (coalesced)
         a_map = ("let r = idx % BM; let k = idx / BM;", "A[a_off + (k0 + k) * LDA + row0 + r]") if ta else \
@@ -157,8 +160,9 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
             store_c.append(f"    {{ let row = row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u; if (row < M) {{")
             for h in range(gn):
                 for j in range(4):
+                    plus = " + Bias[col]" if bias else ""
                     store_c.append(f"        {{ let col = col0 + ({h * tx}u + tx) * 4u + {j}u; "
-                                   f"if (col < N) {{ C[c_off + row * LDC + col] = acc_{r}_{h}.{xyzw[j]}; }} }}")
+                                   f"if (col < N) {{ C[c_off + row * LDC + col] = acc_{r}_{h}.{xyzw[j]}{plus}; }} }}")
             store_c.append("    } }")
     compute = []
     for kk in range(tile.bk):
@@ -173,6 +177,7 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False) ->
     return family_source(
         "matmul", BM=tile.bm, BN=tile.bn, BK=tile.bk, TX=tx, TY=ty, LA=la, LB=lb, ELEM=elem,
         BM4=bm4, BN4=bn4, ACC_DECL=decl,
+        BIAS_DECL=f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;" if bias else "",
         LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
         COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),

@@ -59,7 +59,7 @@ class Lowered:
 
     node_ids: list[int]
     leaves: list[int]
-    constants: list[int]
+    constants: list[int]                      # the constants a kernel binds (they get buffers and uploads)
     fusion: Any                               # wgpu_fuse.Fusion (read-only once built)
     fixed: dict[int, np.ndarray]              # values of nodes whose inputs are empty (computed by numpy)
     failing: dict[int, str]
