@@ -14,7 +14,9 @@ PyTorch runs the same-shaped model in eager mode: ``nn.Embedding``, a learned po
 causal mask, ``nn.LayerNorm``, ``nn.Linear``, cross-entropy, ``torch.optim.AdamW``; FP32, TF32 off,
 ``loss.item()`` every step (the same sync as ours).
 
-Printed per size: ms/step of both and their ratio (asgteach / PyTorch: below 1 means faster),
+The two take turns: ``--rounds`` rounds of ``--steps`` steps each, asgteach then PyTorch, so a GPU
+clock or a neighbour's load that drifts over the run hits both alike. Printed per size: the median
+ms/step of both and the median of the rounds' ratios (asgteach / PyTorch: below 1 means faster),
 compile time (constructing the Trainer: backward graph, optimizer graph, plan and pipelines),
 a second Trainer on a fresh graph of the same shapes (what cached pipelines save), and the
 plan's dispatches, submits and host syncs per step.
@@ -50,8 +52,8 @@ def build(cfg: dict) -> tuple[at.Tensor, at.Tensor, at.Tensor, at.Graph]:
     return tokens, targets, loss, g
 
 
-def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int,
-                 profile: bool = False) -> dict:
+def asgteach_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warmup: int) -> tuple:
+    """The Trainer (its compile timed, and a second one's), warmed up: (step function, facts)."""
     tokens, targets, loss, g = build(cfg)
     t0 = time.perf_counter()
     tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=3e-4), backend="wgpu", seed=0)
@@ -60,27 +62,20 @@ def asgteach_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps:
     t0 = time.perf_counter()
     at.Trainer(loss2, optimizer=at.optim.AdamW(lr=3e-4), backend="wgpu", seed=0)
     second_s = time.perf_counter() - t0
-    losses = []
-    for i in range(warmup):
-        x, y = batches[i % len(batches)]
-        losses.append(tr.train_step({tokens: x, targets: y}))
-    t0 = time.perf_counter()
-    for i in range(steps):
-        x, y = batches[i % len(batches)]
-        losses.append(tr.train_step({tokens: x, targets: y}))
-    step_ms = (time.perf_counter() - t0) / steps * 1e3
-    if profile:   # GPU time per dispatch, summed per op (train_step_gpu's profiler)
-        from train_step_gpu import profile as profile_plan  # bench/ is on sys.path when a script runs
 
-        profile_plan(tr.plan)
+    def step(i: int) -> float:
+        x, y = batches[i % len(batches)]
+        return tr.train_step({tokens: x, targets: y})   # returns the loss as a float: a host sync
+
+    losses = [step(i) for i in range(max(warmup, 3))]
     last = getattr(tr.plan, "stats", {})           # the last run's counts
     stats = {"dispatches": len(getattr(tr.plan, "dispatches", [])), "submits": last.get("submits", 0),
              "syncs": last.get("host_syncs", 0), "uploads": last.get("uploads", 0)}
-    return {"ms": step_ms, "compile_s": compile_s, "second_s": second_s, "nodes": len(g.nodes),
-            "losses": losses[:3], "stats": stats, "device": at.describe().get("wgpu", {}).get("adapter", "?")}
+    return step, {"compile_s": compile_s, "second_s": second_s, "nodes": len(g.nodes), "losses": losses[:3],
+                  "stats": stats, "device": at.describe().get("wgpu", {}).get("adapter", "?"), "plan": tr.plan}
 
 
-def torch_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: int, warmup: int) -> dict:
+def torch_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warmup: int) -> tuple:
     import torch
     from torch import nn
 
@@ -122,19 +117,24 @@ def torch_run(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], steps: in
         opt.step()
         return loss.item()                              # a host sync every step, as Trainer.train_step
 
-    losses = [step(i) for i in range(warmup)]
+    losses = [step(i) for i in range(max(warmup, 3))]
     torch.cuda.synchronize()
+    return step, {"losses": losses[:3], "device": torch.cuda.get_device_name()}
+
+
+def timed(step, steps: int) -> float:
+    """ms per step over ``steps`` steps (each ends with the loss read back)."""
     t0 = time.perf_counter()
     for i in range(steps):
-        losses.append(step(i))
-    return {"ms": (time.perf_counter() - t0) / steps * 1e3, "losses": losses[:3],
-            "device": torch.cuda.get_device_name()}
+        step(i)
+    return (time.perf_counter() - t0) / steps * 1e3
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="base,wide", help="comma-separated: " + ", ".join(SIZES))
-    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--steps", type=int, default=20, help="steps per timed round")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds, asgteach and PyTorch taking turns")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true", help="asgteach only (no CUDA peer)")
     ap.add_argument("--profile", action="store_true", help="time every dispatch alone and list the slowest")
@@ -145,24 +145,44 @@ def main() -> None:
         rng = np.random.default_rng(0)
         batches = [(rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"])),
                     rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"]))) for _ in range(4)]
-        ours = asgteach_run(cfg, batches, args.steps, args.warmup, args.profile)
-        peer = None if args.no_torch else torch_run(cfg, batches, args.steps, args.warmup)
+        step, ours = asgteach_setup(cfg, batches, args.warmup)
+        peer_step, peer = (None, None) if args.no_torch else torch_setup(cfg, batches, args.warmup)
+        # The two take turns, round after round, so a GPU clock or a neighbour's load that changes over
+        # the run hits both alike; the ratio reported is the median of the rounds' own ratios.
+        ms, peer_ms = [], []
+        for _ in range(args.rounds):
+            ms.append(timed(step, args.steps))
+            if peer_step is not None:
+                peer_ms.append(timed(peer_step, args.steps))
+        ours["ms"] = float(np.median(ms))
+        if peer is not None:
+            peer["ms"] = float(np.median(peer_ms))
+            ratios = [a / b for a, b in zip(ms, peer_ms)]
+            ours["ratio"], ours["ratios"] = float(np.median(ratios)), ratios
+        if args.profile:   # GPU time per dispatch, summed per op (train_step_gpu's profiler)
+            from train_step_gpu import profile as profile_plan  # bench/ is on sys.path when a script runs
+
+            profile_plan(ours["plan"])
         s = ours["stats"]
         print(f"[{name}] {cfg}")
-        print(f"  asgteach wgpu ({ours['device']}): {ours['ms']:.2f} ms/step; graph {ours['nodes']} nodes; "
+        print(f"  asgteach wgpu ({ours['device']}): {ours['ms']:.2f} ms/step (median of {args.rounds} rounds of "
+              f"{args.steps}: {', '.join(f'{v:.2f}' for v in ms)}); graph {ours['nodes']} nodes; "
               f"compile {ours['compile_s']:.2f} s, second Trainer {ours['second_s']:.2f} s; per step: "
-              + ", ".join(f"{k} {v:g}" for k, v in sorted(s.items()) ))
+              + ", ".join(f"{k} {v:g}" for k, v in sorted(s.items())))
         print(f"  first losses asgteach {np.round(ours['losses'], 4).tolist()}")
         if peer:
-            print(f"  PyTorch eager ({peer['device']}): {peer['ms']:.2f} ms/step; first losses "
-                  f"{np.round(peer['losses'], 4).tolist()}")
-            print(f"  ratio asgteach / PyTorch = {ours['ms'] / peer['ms']:.2f}x")
+            rounds = ", ".join(f"{v:.2f}" for v in peer_ms)
+            print(f"  PyTorch eager ({peer['device']}): {peer['ms']:.2f} ms/step ({rounds}); "
+                  f"first losses {np.round(peer['losses'], 4).tolist()}")
+            print(f"  ratio asgteach / PyTorch per round: {', '.join(f'{r:.3f}' for r in ours['ratios'])}; "
+                  f"median {ours['ratio']:.3f}x")
         rows.append((name, ours, peer))
-    print("\n| size | asgteach wgpu ms/step | PyTorch eager ms/step | ratio | compile s | second Trainer s |")
+    print("\n| size | asgteach wgpu ms/step | PyTorch eager ms/step | ratio (median of rounds) | compile s "
+          "| second Trainer s |")
     print("|---|---|---|---|---|---|")
     for name, ours, peer in rows:
         pm = f"{peer['ms']:.2f}" if peer else "-"
-        ratio = f"{ours['ms'] / peer['ms']:.2f}x" if peer else "-"
+        ratio = f"{ours['ratio']:.3f}x" if peer else "-"
         print(f"| {name} | {ours['ms']:.2f} | {pm} | {ratio} | {ours['compile_s']:.2f} | {ours['second_s']:.2f} |")
 
 
