@@ -21,16 +21,17 @@
 
 fn offset_of(i: u32, which: u32) -> u32 {
     if ((pu(5u) >> which & 1u) == 1u) { return i; }
+    // peel the axes off from the last; the first axis takes what is left (no division)
+    let nd = pu(1u);
+    if (nd == 0u) { return 0u; }
     var rest = i;
     var off = 0u;
-    let nd = pu(1u);
-    for (var k = 0u; k < nd; k++) {
-        let d = nd - 1u - k;
+    for (var d = nd - 1u; d > 0u; d--) {
         let size = pu(8u + d);
         off += (rest % size) * pu(16u + which * 8u + d);
         rest = rest / size;
     }
-    return off;
+    return off + rest * pu(16u + which * 8u);
 }
 
 {{MATH}}

@@ -33,16 +33,20 @@ const WG: u32 = 256u;
 var<workgroup> sv: array<f32, 256>;
 var<workgroup> si: array<u32, 256>;
 
+// The memory offset of element i of a row-major index space: peel the axes off from the last
+// one (i % size, then i / size), and the first axis takes what is left, with no division.
+// Integer division by a size known only at run time costs tens of instructions, so a walk
+// over ONE axis (the common case, after neighbouring axes are merged) is one multiply.
 fn walk(i: u32, nd: u32, shape_at: u32, stride_at: u32) -> u32 {
+    if (nd == 0u) { return 0u; }
     var rest = i;
     var off = 0u;
-    for (var k = 0u; k < nd; k++) {
-        let d = nd - 1u - k;
+    for (var d = nd - 1u; d > 0u; d--) {
         let size = pu(shape_at + d);
         off += (rest % size) * pu(stride_at + d);
         rest = rest / size;
     }
-    return off;
+    return off + rest * pu(stride_at);
 }
 fn outer_off(o: u32) -> u32 { return walk(o, pu(2u), 8u, 16u); }
 fn inner_off(r: u32) -> u32 { return walk(r, pu(3u), 24u, 32u); }

@@ -16,16 +16,17 @@ const WG: u32 = 256u;
 var<workgroup> sv: array<f32, 256>;
 
 fn row_base(o: u32) -> u32 {
+    // peel the axes off from the last; the first axis takes what is left (no division)
+    let nd = pu(3u);
+    if (nd == 0u) { return 0u; }
     var rest = o;
     var off = 0u;
-    let nd = pu(3u);
-    for (var k = 0u; k < nd; k++) {
-        let d = nd - 1u - k;
+    for (var d = nd - 1u; d > 0u; d--) {
         let size = pu(8u + d);
         off += (rest % size) * pu(16u + d);
         rest = rest / size;
     }
-    return off;
+    return off + rest * pu(16u);
 }
 
 // max (is_max) or sum of v over the lp threads of this thread's segment; every thread calls it
