@@ -1,13 +1,22 @@
-// layer_norm.wgsl — y = (x - mean) / sqrt(var + eps) * w + b over the last axis.
+// layer_norm.wgsl — y = (x - mean) / sqrt(var + eps) * w + b over the last axis, and its
+// x-gradient layer_norm_dx.
 //
 // One workgroup per row of D contiguous elements: a shared-memory sum gives the mean,
 // a second pass gives the variance of the centred values (two passes: no cancellation),
 // a third writes the output. Uniform words: 0 n_rows  1 D  2 eps
+//
+// layer_norm_dx (g the gradient of y): dx = r (a - mean(a) - x_hat mean(a x_hat)), a = g * w,
+// r = 1/sigma, x_hat = (x - mean) r. The same two passes give the mean and r, a third the two
+// means of the rule, a fourth writes dx (layer_norm_dx_xhat also writes x_hat, for dw). A row
+// is read four times, but it is a few KB: after the first pass it comes from the cache.
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
+@group(0) @binding(5) var<storage, read> g: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(7) var<storage, read_write> xhat_out: array<f32>;
 
 const WG: u32 = 128u;
 var<workgroup> sv: array<f32, 128>;
@@ -22,6 +31,59 @@ fn wg_sum(li: u32, v: f32) -> f32 {
     let r = sv[0];
     workgroupBarrier();
     return r;
+}
+
+// (mean, 1/sigma) of the row starting at base; every thread of the workgroup calls it
+fn row_stats(base: u32, D: u32, li: u32) -> vec2<f32> {
+    var s = 0.0;
+    for (var j = li; j < D; j += WG) { s += x[base + j]; }
+    let mu = wg_sum(li, s) / f32(D);
+    var s2 = 0.0;
+    for (var j = li; j < D; j += WG) { let d = x[base + j] - mu; s2 += d * d; }
+    return vec2<f32>(mu, 1.0 / sqrt(wg_sum(li, s2) / f32(D) + pf(2u)));
+}
+
+// (mean(a), mean(a x_hat)) of the row, a = g * w
+fn dx_means(base: u32, D: u32, li: u32, st: vec2<f32>) -> vec2<f32> {
+    var s = 0.0;
+    var sx = 0.0;
+    for (var j = li; j < D; j += WG) {
+        let a = g[base + j] * w[j];
+        s += a;
+        sx += a * (x[base + j] - st.x) * st.y;
+    }
+    return vec2<f32>(wg_sum(li, s), wg_sum(li, sx)) / f32(D);
+}
+
+@compute @workgroup_size(128)
+fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) li: u32) {
+    let row = group_index(wid, nwg);
+    if (row >= pu(0u)) { return; }
+    let D = pu(1u);
+    let base = row * D;
+    let st = row_stats(base, D, li);
+    let m = dx_means(base, D, li, st);
+    for (var j = li; j < D; j += WG) {
+        let xh = (x[base + j] - st.x) * st.y;
+        dx[base + j] = st.y * (g[base + j] * w[j] - m.x - xh * m.y);
+    }
+}
+
+@compute @workgroup_size(128)
+fn layer_norm_dx_xhat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                      @builtin(local_invocation_index) li: u32) {
+    let row = group_index(wid, nwg);
+    if (row >= pu(0u)) { return; }
+    let D = pu(1u);
+    let base = row * D;
+    let st = row_stats(base, D, li);
+    let m = dx_means(base, D, li, st);
+    for (var j = li; j < D; j += WG) {
+        let xh = (x[base + j] - st.x) * st.y;
+        dx[base + j] = st.y * (g[base + j] * w[j] - m.x - xh * m.y);
+        xhat_out[base + j] = xh;
+    }
 }
 
 @compute @workgroup_size(128)

@@ -375,6 +375,30 @@ case("layer_norm",
           lambda x, w, b: w * _ln_parts(x)[0] + b, _ln_vjp, label="layer_norm of a constant row is beta"))
 
 
+def _mean(t: np.ndarray) -> np.ndarray:
+    return t.mean(-1, keepdims=True)   # the bar of the texts: the mean over the last axis
+
+
+def _ln_dx(g: np.ndarray, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    xhat, sd = _ln_parts(x)
+    a = g * w
+    return (a - _mean(a) - xhat * _mean(a * xhat)) / sd
+
+
+def _ln_dx_vjp(g: np.ndarray, x: np.ndarray, w: np.ndarray, y: np.ndarray, yb: np.ndarray) -> tuple:
+    xhat, sd = _ln_parts(x)
+    r, a = 1.0 / sd, g * w
+    ab = r * (yb - _mean(yb) - xhat * _mean(yb * xhat))
+    xhb = -r * (_mean(a * xhat) * yb + a * _mean(yb * xhat))
+    dx = r * (xhb - _mean(xhb) - xhat * _mean(xhb * xhat)) - r * _mean(yb * y) * xhat
+    return ab * w, dx, sum_to(ab * g, w.shape)
+
+
+case("layer_norm_dx",
+     Case(inputs(normal(2, 3, 5), normal(2, 3, 5), normal(5)), lambda g, x, w: apply("layer_norm_dx", g, x, w),
+          _ln_dx, _ln_dx_vjp))
+
+
 # --- convolution and pooling (asgteach/ops/conv.py), written as plain loops over the formulas ---------
 _S, _P, _D, _G = (2, 1), (1, 1), (1, 2), 2  # stride, padding, dilation, groups: every option in play
 _CONV = {"stride": _S, "padding": _P, "dilation": _D, "groups": _G}

@@ -231,6 +231,10 @@ case("layer_norm", "(2,4) weight, bias")(lambda b: at.layer_norm(b.x((2, 4)), b.
 case("layer_norm", "1-D")(lambda b: at.layer_norm(b.x((5,)), b.x((5,)), b.x((5,))))
 case("layer_norm", "(2,3,4) default affine")(lambda b: at.layer_norm(b.x((2, 3, 4))))
 case("layer_norm", "eps=0.1")(lambda b: at.layer_norm(b.x((3, 3)), b.x((3,)), b.x((3,)), eps=0.1))
+case("layer_norm_dx", "(3,5)")(lambda b: apply("layer_norm_dx", b.x((3, 5)), b.x((3, 5)), b.x((5,))))
+case("layer_norm_dx", "(2,2,4) eps=0.1")(
+    lambda b: apply("layer_norm_dx", b.x((2, 2, 4)), b.x((2, 2, 4)), b.x((4,)), eps=0.1))
+case("layer_norm_dx", "1-D")(lambda b: apply("layer_norm_dx", b.x((6,)), b.x((6,)), b.x((6,))))
 
 # --- convolution and pooling (NCHW) ------------------------------------------------------------
 from asgteach.ops import conv as _conv  # noqa: E402

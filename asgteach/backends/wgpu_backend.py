@@ -493,6 +493,12 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             x, gy = fusion.gemm_sum[n.id]
             ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
             reads[n.id] = [root(x), root(gy)]
+        elif n.id in fusion.shortcuts:   # a backward rule's mark: one kernel of another op computes this node
+            op, inputs, attrs = fusion.shortcuts[n.id]
+            stand_in = Node(n.id, op, tuple(root(i) for i in inputs), attrs, n.shape, n.dtype, n.name, n.phase,
+                            n.source)
+            ds = lower(graph, stand_in, spec(op).wgsl, tile, stores=fusion.provides.get(n.id))
+            reads[n.id] = list(stand_in.inputs)
         elif n.id in fusion.chains:
             chain = fusion.chains[n.id]
             d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
@@ -525,6 +531,11 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
         if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
             first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
             sources[n.id] = (ds[0 if first else -1].source,)
+            if n.id in fusion.shortcuts:
+                sources[n.id] = (
+                    f"// {n.op} (node #{n.id}) is computed by the kernel of {fusion.shortcuts[n.id][0]} below, entry "
+                    f"{ds[0].entry}: the backward rule that built it marked it as that op of nodes "
+                    f"{', '.join(f'#{i}' for i in fusion.shortcuts[n.id][1])}\n", *sources[n.id])
     for n in compute:
         if n.id in fusion.written_by:
             w = fusion.written_by[n.id]
@@ -532,6 +543,16 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{w} below writes its "
                 f"result straight in this transpose's layout (row stride LDC, batch strides in words 32..)\n",
                 *sources.get(w, ()))
+        elif n.id in fusion.provided_by:
+            k = fusion.provided_by[n.id]
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel that computes node #{k} "
+                f"writes this value too, as a by-product\n", *sources.get(k, ()))
+        elif n.id in fusion.dead:
+            k = fusion.dead[n.id]
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel: its only use was node #{k}, which one kernel "
+                f"computes from other nodes (below)\n", *sources.get(k, ()))
         elif n.id in fusion.bias_add:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{fusion.bias_add[n.id]} "
@@ -582,14 +603,16 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
     pool: list[tuple[int, int]] = []   # (bytes, slot) of buffers free for reuse
     outs = set(outputs)
     for k, n in enumerate(running):
-        if n.id not in slot_of:
-            need = _nbytes(n)
+        for nid in (n.id, *fusion.provides.get(n.id, {}).values()):   # (and the by-products its kernel writes)
+            if nid in slot_of:
+                continue
+            need = _nbytes(graph.nodes[nid])
             fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
             if fits:
                 j = min(fits, key=lambda j: pool[j][0])
-                slot_of[n.id] = pool.pop(j)[1]
+                slot_of[nid] = pool.pop(j)[1]
             else:
-                slot_of[n.id] = new_slot(need)
+                slot_of[nid] = new_slot(need)
                 bytes_pooled += need
         for i in set(reads[n.id]):   # values read for the last time give their buffer back
             if last_use.get(i) != k or i in outs:

@@ -32,6 +32,11 @@ plan recognises these shapes and computes the same numbers more directly:
   (N,), where the add is the product's only reader and no elementwise chain takes the add in,
   runs as one matmul kernel whose epilogue adds ``b`` to each row it writes; the add shares the
   matmul's buffer and runs no kernel (one pass over the (rows, N) result saved).
+* **a backward rule may name one kernel for a whole subgraph**: layer_norm's rule builds dx from
+  a dozen small ops (the reader sees the formula), and marks dx as ``layer_norm_dx(g, x, w)``
+  (``node.meta["shortcut"]``). The plan then runs that op's ONE kernel for dx, which also writes
+  the ``x_hat`` the rule computed on the way when ``dw`` still reads it, and every node whose only
+  use was dx runs no kernel at all. The graph is unchanged; only what the GPU runs is.
 * **a sum or mean of a product multiplies while it reads**: ``mean(g * xhat)`` (the LayerNorm
   backward) and ``sum(g * y)`` (the softmax backward) read ``g`` and the other factor and
   reduce their product; the ``mul`` is never written to memory.
@@ -73,6 +78,11 @@ class Fusion:
     bias: dict[int, int] = field(default_factory=dict)       # matmul -> the (N,) node its epilogue adds to each row
     bias_add: dict[int, int] = field(default_factory=dict)   # that add -> the matmul (it shares the matmul's buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
+    shortcuts: dict[int, tuple[str, tuple[int, ...], dict]] = field(default_factory=dict)
+    # node -> (op, inputs, attrs): a backward rule's mark "this node is that op of those nodes"; its kernel runs
+    provides: dict[int, dict[str, int]] = field(default_factory=dict)   # shortcut node -> {role: node it also writes}
+    provided_by: dict[int, int] = field(default_factory=dict)   # such a by-product node -> the shortcut node
+    dead: dict[int, int] = field(default_factory=dict)   # node no running kernel needs -> the shortcut that made it so
     chains: dict[int, Chain] = field(default_factory=dict)      # root node -> the elementwise chain it computes
     chain_of: dict[int, int] = field(default_factory=dict)      # member node (root too) -> its chain's root
 
@@ -96,9 +106,10 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
     """
     f = Fusion()
     outs = set(outputs)
+    compute = _take_shortcuts(g, compute, outs, f)
     readers: dict[int, list[Node]] = {}
-    for n in compute:
-        for i in set(n.inputs):
+    for n in compute:   # (a shortcut node reads its mark's inputs, not the nodes of its rule)
+        for i in set(f.shortcuts[n.id][1] if n.id in f.shortcuts else n.inputs):
             readers.setdefault(i, []).append(n)
 
     for n in compute:   # reshape: share the input's buffer (outputs keep their own, to be read back)
@@ -152,7 +163,7 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
         elif n.id in f.operands:
             needed.update(v[0] for v in f.operands[n.id])
         else:
-            needed.update(n.inputs)
+            needed.update(f.shortcuts[n.id][1] if n.id in f.shortcuts else n.inputs)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
     for n in compute:   # x @ W + b: the matmul adds b as it stores C, the add runs no kernel
         b = _bias_of(g, n, readers, outs, f)
@@ -165,7 +176,7 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
         if not reduces_by_adding(n) or n.id in f.skip:
             continue
         x = g.nodes[n.inputs[0]]
-        if x.op != "mul" or x.id in outs or x.id in f.skip or x.id in f.chain_of or x.size == 0 \
+        if x.op != "mul" or x.id in outs or x.id in f.skip or x.id in f.chain_of or x.id in f.shortcuts or x.size == 0 \
                 or x.dtype != "float" or len(readers.get(x.id, [])) != 1:
             continue
         a, b = (g.nodes[i] for i in x.inputs)
@@ -247,6 +258,83 @@ def _view(g: Graph, nid: int, stop: set[int] = frozenset()) -> tuple[tuple, list
     return best
 
 
+def _shortcut_of(g: Graph, n: Node, order: dict[int, int]) -> tuple[str, tuple[int, ...], dict, dict] | None:
+    """``n``'s shortcut mark when its op exists and its inputs, read in this plan before ``n``, fit the op's
+    shape rule with ``n``'s shape; None otherwise (the nodes of the rule then run as they are)."""
+    mark = n.meta.get("shortcut")
+    if not mark:
+        return None
+    try:
+        op = spec(mark["op"])
+        inputs = tuple(int(i) for i in mark["inputs"])
+        attrs = {**op.attrs, **dict(mark.get("attrs", {}))}
+        ready = [spec(g.nodes[i].op).leaf or order.get(i, len(order)) < order[n.id] for i in inputs]
+        if op.wgsl != "layer_norm" or not all(ready) \
+                or op.infer(*(g.nodes[i].shape for i in inputs), **attrs) != n.shape or n.dtype != "float":
+            return None
+    except (KeyError, TypeError, ValueError):
+        return None
+    return mark["op"], inputs, attrs, dict(mark.get("stores", {}))
+
+
+def _take_shortcuts(g: Graph, compute: list[Node], outs: set[int], f: Fusion) -> list[Node]:
+    """Apply the backward rules' shortcut marks: the compute nodes that still run a kernel of their own.
+
+    Liveness is walked back from the outputs; a shortcut node needs its mark's inputs instead of its own.
+    A by-product the shortcut's kernel can write (layer_norm_dx's x_hat) is taken from it when every kernel
+    that still reads the node runs AFTER the shortcut (the plan runs kernels in graph order) and the node
+    is not an output; its own inputs are then not needed for it either.
+    """
+    order = {n.id: k for k, n in enumerate(compute)}
+    marks = {}
+    for n in compute:
+        if n.meta.get("shortcut"):
+            m = _shortcut_of(g, n, order)
+            if m is not None:
+                marks[n.id] = m
+    if not marks:
+        return compute
+    live = set(outs)
+    first_reader: dict[int, int] = {}   # node -> the earliest position of a live kernel that reads it
+    offered: dict[int, int] = {}       # by-product node -> the live shortcut whose kernel can write it
+    for n in reversed(compute):
+        if n.id not in live:
+            continue
+        if n.id in marks:
+            op, inputs, attrs, stores = marks[n.id]
+            f.shortcuts[n.id] = (op, inputs, attrs)
+            needs: tuple[int, ...] = inputs
+            for role, s in stores.items():
+                offered.setdefault(s, n.id)
+                f.provides.setdefault(n.id, {})[role] = s
+        elif n.id in offered and n.id not in outs and first_reader.get(n.id, -1) > order[offered[n.id]]:
+            f.provided_by[n.id] = offered[n.id]
+            needs = ()
+        else:
+            needs = n.inputs
+        for i in needs:
+            live.add(i)
+            first_reader[i] = min(first_reader.get(i, len(order)), order[n.id])
+    for k, stores in list(f.provides.items()):   # keep only the by-products a later kernel reads
+        kept = {role: s for role, s in stores.items() if f.provided_by.get(s) == k}
+        if kept:
+            f.provides[k] = kept
+        else:
+            del f.provides[k]
+    for n in compute:
+        if n.id not in live:
+            f.dead[n.id] = _responsible(n.id, f)
+        if n.id not in live or n.id in f.provided_by:
+            f.skip.add(n.id)
+    return [n for n in compute if n.id in live and n.id not in f.provided_by]
+
+
+def _responsible(nid: int, f: Fusion) -> int:
+    """The shortcut whose kernel made node ``nid`` unnecessary (the first one after it; for messages)."""
+    later = [k for k in f.shortcuts if k > nid]
+    return min(later) if later else min(f.shortcuts)
+
+
 def _fusable(n: Node) -> bool:
     return n.size > 0 and (spec(n.op).wgsl == "elementwise" or (n.op == "broadcast_to" and n.dtype == "float"))
 
@@ -261,10 +349,10 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
     into: dict[int, int] = {}   # member -> the node that reads it and computes it inline
     for n in compute:
         rs = readers.get(n.id, [])
-        if n.id in f.skip or not _fusable(n) or len(rs) != 1:
+        if n.id in f.skip or not _fusable(n) or len(rs) != 1 or n.id in f.shortcuts:
             continue
         r = rs[0]
-        if r.op == "broadcast_to" or not _fusable(r) or r.id in f.skip:
+        if r.op == "broadcast_to" or not _fusable(r) or r.id in f.skip or r.id in f.shortcuts:
             continue
         if r.shape == n.shape and (n.id not in outs or n.dtype == "float"):
             into[n.id] = r.id   # (a requested output is computed in the chain AND written: a store)

@@ -389,11 +389,18 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
                      {1: x.id, 2: node.id}, groups)]
 
 
-def _layer_norm(g: Graph, node: Node) -> list[Dispatch]:
-    x, w, b = node.inputs
+def _layer_norm(g: Graph, node: Node, xhat: int | None = None) -> list[Dispatch]:
+    """layer_norm, or layer_norm_dx (``xhat``: also write x_hat into that node's buffer)."""
     d = node.shape[-1]
     rows = node.size // max(d, 1)
     words = _params(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
+    if node.op == "layer_norm_dx":
+        gy, x, w = node.inputs
+        entry = "layer_norm_dx" if xhat is None else "layer_norm_dx_xhat"
+        binds = {1: x, 2: w, 5: gy, 6: node.id} | ({} if xhat is None else {7: xhat})
+        return [Dispatch(node, ("layer_norm", "f32", entry), family_source("layer_norm"), entry, words, binds,
+                         groups_for(rows), stores=() if xhat is None else (7,))]
+    x, w, b = node.inputs
     return [Dispatch(node, ("layer_norm", "f32", ""), family_source("layer_norm"), "layer_norm", words,
                      {1: x, 2: w, 3: b, 4: node.id}, groups_for(rows))]
 
@@ -580,12 +587,14 @@ _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
 
 
 def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None,
-          product: tuple[int, int] | None = None, bias: int | None = None) -> list[Dispatch]:
+          product: tuple[int, int] | None = None, bias: int | None = None,
+          stores: dict[str, int] | None = None) -> list[Dispatch]:
     """The dispatches that compute ``node`` (an empty list for a node with no elements).
 
     ``operands``, ``out_view`` (matmul only): where A and B are read from and how C is written, see ``wgpu_fuse``.
     ``product`` (sum, mean, sum_to only): the reduced value is the product of these two buffers.
     ``bias`` (matmul only): a (N,) buffer added to every row of the result as it is stored.
+    ``stores`` (layer_norm_dx only): {"xhat": node} to write x_hat into that node's buffer as well.
     """
     if node.size == 0:
         return []
@@ -593,6 +602,8 @@ def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, o
         return _matmul(g, node, tile, operands, out_view, bias)
     if product is not None:
         return _reduce(g, node, product)
+    if family == "layer_norm":
+        return _layer_norm(g, node, (stores or {}).get("xhat"))
     fn = _FAMILIES.get(family)
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")

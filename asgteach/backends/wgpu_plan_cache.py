@@ -14,7 +14,8 @@ new graph with the same nodes in the same order. Its pure work would come out id
 so it is done once and kept here (a :class:`Lowered`), keyed by a *structural signature*:
 for every node the plan reads, its id, op, inputs, shape, element kind and attributes
 (and a constant's value: scalar constants become uniform words), and which OpSpec object
-each op had. Names, source lines and metadata do not take part: no kernel depends on them.
+each op had. Names and source lines do not take part: no kernel depends on them; of the metadata only
+a backward rule's ``shortcut`` mark does (it changes which kernels run, see ``wgpu_fuse``).
 
 The key also holds everything else the generated code depends on, so a hit is exactly
 what a fresh compile would produce:
@@ -40,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..graph import Graph
-from ..ops.registry import spec
+from ..ops.registry import REGISTRY, spec
 
 __all__ = ["Lowered", "signature", "lookup", "clear", "stats", "MAX_ENTRIES"]
 
@@ -125,8 +126,12 @@ def signature(graph: Graph, node_ids: list[int], outputs: list[int]) -> tuple[tu
         n = nodes[i]
         attrs = _freeze(n.attrs) if n.attrs else None
         value = _value_key(consts.get(i)) if n.op == "constant" else None
-        rows.append((i, n.op, tuple(n.inputs), tuple(n.shape), n.dtype, attrs, value))
+        short = n.meta.get("shortcut")   # a backward rule's "this node = that op's kernel" (wgpu_fuse)
+        rows.append((i, n.op, tuple(n.inputs), tuple(n.shape), n.dtype, attrs, value,
+                     _freeze(short) if short else None))
         ops[n.op] = None
+        if short and short.get("op") in REGISTRY:   # (a mark naming no op is ignored by the plan)
+            ops[short["op"]] = None
     specs = tuple(spec(op) for op in sorted(ops))
     return (tuple(outputs), tuple(rows), tuple(map(id, specs))), specs
 

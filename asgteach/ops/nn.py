@@ -137,11 +137,74 @@ def _layer_norm_vjp(c: VjpContext, g: Tensor):
         # dx = (1/sigma) * (gw - mean(gw) - xhat * mean(gw * xhat)),  gw = g * w
         gw = g * w
         dx = rstd * (gw - _red.mean(gw, axis=-1, keepdims=True) - xhat * _red.mean(gw * xhat, axis=-1, keepdims=True))
+        _mark_shortcut(dx, g, x, w, xhat, c.attrs["eps"])
     if need_w:
         dw = _shape.sum_to(g * xhat, w.shape)
     if need_b:
         db = _shape.sum_to(g, b.shape)
     return dx, dw, db
+
+
+def _mark_shortcut(dx: Tensor, g: Tensor, x: Tensor, w: Tensor, xhat: Tensor, eps: float) -> None:
+    """Tell the backends that ``dx`` equals ``layer_norm_dx(g, x, w)`` (and that the x_hat its
+    nodes computed on the way is that kernel's by-product).
+
+    The graph keeps the rule above, node by node, for the reader. A GPU plan may instead run
+    the ONE kernel of ``layer_norm_dx`` for the whole of it (a row at a time: the mean and
+    1/sigma of x, the two means of the rule, dx) and skip the twelve small kernels whose only
+    use was dx; ``x_hat`` is written by that kernel too when ``dw`` still reads it.
+    """
+    dx.node.meta["shortcut"] = {"op": "layer_norm_dx", "inputs": [g.node_id, x.node_id, w.node_id],
+                                "attrs": {"eps": float(eps)}, "stores": {"xhat": xhat.node_id}}
+
+
+# --- layer_norm_dx: the x-gradient of layer_norm as one op --------------------------------------
+def _layer_norm_dx_infer(g: tuple, x: tuple, w: tuple, eps: float = 1e-5, **_: Any) -> tuple:
+    if not x or g != x or w != x[-1:]:
+        raise ShapeError("layer_norm_dx", f"g must have x's shape and w the shape {x[-1:]} of x's last axis",
+                         [g, x, w])
+    return x
+
+
+def _layer_norm_dx_kernel(g: np.ndarray, x: np.ndarray, w: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    xc = x - np.mean(x, axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + eps)
+    xhat = xc * rstd
+    a = g * w
+    return rstd * (a - np.mean(a, axis=-1, keepdims=True) - xhat * np.mean(a * xhat, axis=-1, keepdims=True))
+
+
+def _layer_norm_dx_vjp(c: VjpContext, ybar: Tensor):
+    """The rule of the rule (for grad of grad). Per row, with r = 1/sigma, a = g * w, m = mean(a * x_hat)
+    and y = dx:  a_bar = r (ybar - mean(ybar) - x_hat mean(ybar x_hat)), so g_bar = a_bar * w and
+    w_bar = sum_to(a_bar * g);  x_hat_bar = -r (m ybar + a mean(ybar x_hat)),  and x_bar is layer norm's
+    own rule applied to x_hat_bar, minus r mean(ybar y) x_hat (y depends on x through r as well)."""
+    g, x, w = c.inputs
+    need_g, need_x, need_w = c.needs
+    xhat, rstd = _normalised(x, c.attrs["eps"])
+
+    def mean(t: Tensor) -> Tensor:
+        return _red.mean(t, axis=-1, keepdims=True)
+
+    ybar_xhat = mean(ybar * xhat)
+    dg = dx = dw = None
+    if need_g or need_w:
+        abar = rstd * (ybar - mean(ybar) - xhat * ybar_xhat)
+        dg = abar * w if need_g else None
+        dw = _shape.sum_to(abar * g, w.shape) if need_w else None
+    if need_x:
+        a = g * w
+        xhat_bar = -rstd * (mean(a * xhat) * ybar + a * ybar_xhat)
+        dx = rstd * (xhat_bar - mean(xhat_bar) - xhat * mean(xhat_bar * xhat)) - rstd * mean(ybar * c.out) * xhat
+    return dg, dx, dw
+
+
+register(OpSpec(
+    name="layer_norm_dx", category="gradient", arity=3, infer=_layer_norm_dx_infer, numpy=_layer_norm_dx_kernel,
+    vjp=_layer_norm_dx_vjp, attrs={"eps": 1e-5}, wgsl="layer_norm",
+    sample=lambda b: apply("layer_norm_dx", b.x((3, 5)), b.x((3, 5)), b.x((5,))),
+    doc="the gradient of layer_norm with respect to x, one row at a time (g is the output's gradient)",
+))
 
 
 register(OpSpec(

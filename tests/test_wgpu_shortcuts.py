@@ -1,0 +1,124 @@
+"""A backward rule's shortcut on the wgpu backend: layer_norm's dx run as ONE kernel.
+
+layer_norm's rule builds dx from a dozen small graph ops (the reader sees the formula) and marks
+the result ``node.meta["shortcut"] = layer_norm_dx(g, x, w)``. A GPU plan runs that op's kernel
+for dx, lets it write the rule's x_hat too when dw reads it, and runs nothing for the nodes whose
+only use was dx (``wgpu_fuse._take_shortcuts``). Everything here is checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.backends import wgpu_backend
+
+from wgpu_helpers import require_adapter, run_both
+
+require_adapter()
+
+
+def _ln_graph(shape: tuple, learn_w: bool = True):
+    rng = np.random.default_rng(sum(shape) + learn_w)
+    with at.Graph() as gr:
+        x = at.input("x", shape)
+        w = at.parameter("w", shape[-1:]) if learn_w else None
+        b = at.parameter("b", shape[-1:])
+        target = at.input("t", shape)
+        out = at.layer_norm(x, w, b)
+        loss = at.sum((out - target) * (out - target))
+        wrt = [x, b] + ([w] if learn_w else [])
+        grads = at.grad(loss, wrt)
+    feeds = {x: rng.standard_normal(shape) * 2 + 1, target: rng.standard_normal(shape),
+             b: rng.standard_normal(shape[-1:])}
+    if learn_w:
+        feeds[w] = rng.standard_normal(shape[-1:])
+    return gr, grads, feeds
+
+
+def _entries(gr, outs) -> list[str]:
+    return [d.entry for d in wgpu_backend.compile(gr, [o.node_id for o in outs]).dispatches]
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 130), (5, 512), (3, 1), (7,)], ids=str)
+@pytest.mark.parametrize("learn_w", [True, False], ids=["dw", "no-dw"])
+def test_layer_norm_gradients_through_the_shortcut_match_numpy(shape: tuple, learn_w: bool) -> None:
+    gr, grads, feeds = _ln_graph(shape, learn_w)
+    entries = _entries(gr, grads)
+    # x_hat is written by the shortcut's kernel only when dw still reads it
+    assert entries.count("layer_norm_dx_xhat" if learn_w else "layer_norm_dx") == 1, entries
+    run_both(grads, feeds, f"layer_norm grads {shape}")
+
+
+def test_the_shortcut_replaces_the_rules_kernels_and_says_so() -> None:
+    gr, grads, feeds = _ln_graph((8, 16))
+    plan = wgpu_backend.compile(gr, [g.node_id for g in grads])
+    dx = grads[0].node
+    mark = dx.meta["shortcut"]
+    assert mark["op"] == "layer_norm_dx"
+    assert "computed by the kernel of layer_norm_dx" in plan.shader_for(dx.id)
+    xhat = mark["stores"]["xhat"]
+    assert "by-product" in plan.shader_for(xhat)
+    dead = [n for n in gr.nodes if n.meta.get("vjp_of") == dx.meta.get("vjp_of") and n.op == "mean"
+            and n.id < dx.id]
+    assert dead and all("its only use was node" in plan.shader_for(n.id) for n in dead)
+    # the same graph without the mark runs the rule node by node: more kernels, same numbers
+    with_mark = len(plan.dispatches)
+    del dx.meta["shortcut"]
+    try:
+        plain = wgpu_backend.compile(gr, [g.node_id for g in grads])
+        assert len(plain.dispatches) >= with_mark + 5
+        assert not any(d.entry.startswith("layer_norm_dx") for d in plain.dispatches)
+        run_both(grads, feeds, "layer_norm grads without the shortcut")
+    finally:
+        dx.meta["shortcut"] = mark
+
+
+def test_a_mark_that_does_not_fit_is_ignored() -> None:
+    gr, grads, feeds = _ln_graph((4, 6))
+    dx = grads[0].node
+    mark = dx.meta["shortcut"]
+    try:
+        wrong = [mark["inputs"][0], mark["inputs"][1], mark["inputs"][0]]   # a "w" of x's shape
+        dx.meta["shortcut"] = {**mark, "inputs": wrong}
+        assert not any(e.startswith("layer_norm_dx") for e in _entries(gr, grads))
+        run_both(grads, feeds, "a mark with the wrong shapes")
+        dx.meta["shortcut"] = {**mark, "op": "no_such_op"}
+        assert not any(e.startswith("layer_norm_dx") for e in _entries(gr, grads))
+    finally:
+        dx.meta["shortcut"] = mark
+
+
+def test_grad_of_grad_keeps_what_the_second_pass_reads() -> None:
+    """A Hessian-vector product through layer_norm: the second backward reads nodes of the first
+    rule (x_hat, 1/sigma...), so those stay computed while dx itself comes from the shortcut."""
+    rng = np.random.default_rng(3)
+    with at.Graph():
+        x = at.input("x", (3, 8))
+        w = at.parameter("w", (8,))
+        b = at.parameter("b", (8,))
+        v = at.input("v", (3, 8))
+        loss = at.sum(at.tanh(at.layer_norm(x, w, b)))
+        (gx,) = at.grad(loss, [x])
+        hvp = at.grad(at.sum(gx * v), [x, w])
+    feeds = {x: rng.standard_normal((3, 8)), w: rng.standard_normal(8), b: rng.standard_normal(8),
+             v: rng.standard_normal((3, 8))}
+    run_both([gx, *hvp], feeds, "hvp through layer_norm", rtol=1e-4, atol=1e-4)
+
+
+def test_a_transformer_step_uses_one_kernel_per_layer_norm_backward() -> None:
+    rng = np.random.default_rng(4)
+    with at.Graph() as gr:
+        x = at.input("x", (2, 8, 16))
+        block = at.nn.TransformerBlock(16, 4, causal=True, name="blk")
+        ln_f = at.nn.LayerNorm(16, name="lnf")
+        y = ln_f(block(x))
+        loss = at.sum(y * y)
+        params = list(block.parameters()) + list(ln_f.parameters())
+        grads = at.grad(loss, params + [x])
+    entries = _entries(gr, grads)
+    n_ln = sum(1 for n in gr.nodes if n.op == "layer_norm")
+    assert sum(e.startswith("layer_norm_dx") for e in entries) == n_ln >= 3
+    feeds = {x: rng.standard_normal((2, 8, 16))}
+    feeds.update({p: rng.standard_normal(p.shape) * 0.3 for p in params})
+    run_both(grads, feeds, "transformer block with layer_norm shortcuts", rtol=1e-4, atol=1e-4)
