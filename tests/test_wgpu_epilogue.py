@@ -42,7 +42,7 @@ def test_bias_epilogue_matches_numpy_with_gradients(shape: tuple, transposed_w: 
     variants = _matmul_variants(plan)
     assert len(variants) == 1 and variants[0].endswith(":bias"), variants
     add = [nid for nid in plan.node_ids if y.graph.nodes[nid].op == "add"]
-    assert "adds the bias" in plan.shader_for(add[0]) and "Bias" in plan.shader_for(add[0])
+    assert "adds this value's other operand" in plan.shader_for(add[0]) and "Bias" in plan.shader_for(add[0])
     run_both([out, loss, *grads], feeds, f"bias epilogue {shape} {'W^T' if transposed_w else 'W'}")
 
 
@@ -97,3 +97,49 @@ def test_a_transformer_block_uses_the_epilogue_and_matches_numpy() -> None:
     feeds = {x: rng.standard_normal((2, 8, 16))}
     feeds.update({p: rng.standard_normal(p.shape) * 0.3 for p in params})
     run_both([loss, *grads], feeds, "transformer block with bias epilogues", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("order", ["mm+b+r", "r+(b+mm)", "mm+r", "r+mm+b"])
+def test_a_residual_is_added_in_the_epilogue_too(order: str) -> None:
+    """``x @ W + b + r`` (a residual connection): both adds are absorbed, in either operand order."""
+    rng = np.random.default_rng(len(order))
+    with at.Graph():
+        x = at.input("x", (3, 20, 12))
+        r = at.input("r", (3, 20, 16))
+        w = at.parameter("w", (12, 16))
+        b = at.parameter("b", (16,))
+        mm = x @ w
+        y = {"mm+b+r": lambda: mm + b + r, "r+(b+mm)": lambda: r + (b + mm), "mm+r": lambda: mm + r,
+             "r+mm+b": lambda: (r + mm) + b}[order]()
+        out = at.softmax(y, axis=-1)
+        loss = at.sum(out * out)
+        grads = at.grad(loss, [x, r, w, b])
+        plan = wgpu_backend.compile(y.graph, [out.node_id])
+    variants = _matmul_variants(plan)
+    assert len(variants) == 1 and variants[0].endswith(":resid"), variants
+    assert (":bias" in variants[0]) == ("b" in order)
+    assert [d.entry for d in plan.dispatches].count("main2") == 0      # no add kernel left
+    feeds = {x: rng.standard_normal((3, 20, 12)), r: rng.standard_normal((3, 20, 16)),
+             w: rng.standard_normal((12, 16)) * 0.3, b: rng.standard_normal(16)}
+    run_both([out, *grads], feeds, f"residual epilogue {order}")
+
+
+def test_a_broadcast_addend_or_a_read_intermediate_stops_the_epilogue() -> None:
+    rng = np.random.default_rng(11)
+    with at.Graph():
+        x = at.input("x", (4, 8))
+        w = at.parameter("w", (8, 8))
+        b = at.parameter("b", (8,))
+        r = at.input("r", (1, 8))                    # (1, N): broadcast, not the product's shape
+        c = at.input("c", (4, 8))
+        s1 = x @ w + b
+        y1 = at.softmax(s1 + r, axis=-1)             # the bias is absorbed, the (1, N) add is not
+        s2 = x @ w + c
+        y2 = at.softmax(s2 + b, axis=-1) + s2        # s2 has two readers: only the first add is absorbed
+        plan = wgpu_backend.compile(x.graph, [y1.node_id, y2.node_id])
+    assert sorted(_matmul_variants(plan)) == sorted([f"{v}" for v in _matmul_variants(plan)])
+    kinds = sorted(v.split(":", 3)[-1] if v.count(":") >= 3 else "" for v in _matmul_variants(plan))
+    assert kinds == ["bias", "resid"], _matmul_variants(plan)
+    feeds = {x: rng.standard_normal((4, 8)), w: rng.standard_normal((8, 8)), b: rng.standard_normal(8),
+             r: rng.standard_normal((1, 8)), c: rng.standard_normal((4, 8))}
+    run_both([y1, y2], feeds, "partial epilogues")

@@ -523,8 +523,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             else:
                 reads[n.id] = [root(i) for i in n.inputs]
             bias = root(fusion.bias[n.id]) if n.id in fusion.bias else None
-            reads[n.id] += [bias] if bias is not None else []
-            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias)
+            resid = root(fusion.resid[n.id]) if n.id in fusion.resid else None
+            reads[n.id] += [v for v in (bias, resid) if v is not None]
+            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
             prefetch(d.key, d.source, d.entry)
@@ -556,7 +557,8 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
         elif n.id in fusion.bias_add:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{fusion.bias_add[n.id]} "
-                f"below adds the bias to each row as it stores its result (Bias, binding 4)\n",
+                f"below adds this value's other operand as it stores its result (Bias: a row vector, binding 4; "
+                f"Resid: a value of the result's shape, binding 5)\n",
                 *sources.get(fusion.bias_add[n.id], ()))
         elif n.id in fusion.alias:
             sources[n.id] = (

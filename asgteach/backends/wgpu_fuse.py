@@ -28,10 +28,11 @@ plan recognises these shapes and computes the same numbers more directly:
   (``wgpu_chain``) that reads each outside value once and writes one result. A value
   with several readers ends its chain: it is written once, and each reader's chain
   reads it. ``broadcast_to`` joins a chain as a read through stride-0 axes.
-* **a Linear layer's bias is added as the product is stored**: ``x @ W + b`` with ``b`` of shape
-  (N,), where the add is the product's only reader and no elementwise chain takes the add in,
-  runs as one matmul kernel whose epilogue adds ``b`` to each row it writes; the add shares the
-  matmul's buffer and runs no kernel (one pass over the (rows, N) result saved).
+* **a Linear layer's bias and a residual are added as the product is stored**: ``x @ W + b`` with
+  ``b`` of shape (N,), where the add is the product's only reader, runs as one matmul kernel whose
+  epilogue adds ``b`` to each row it writes; so does ``x @ W + b + r`` (or ``x @ W + r``) with ``r``
+  of the product's shape, a residual connection (and, backward, a gradient arriving by two paths).
+  Each add shares the matmul's buffer and runs no kernel (a pass over the result saved per add).
 * **a backward rule may name one kernel for a whole subgraph**: layer_norm's rule builds dx from
   a dozen small ops (the reader sees the formula), and marks dx as ``layer_norm_dx(g, x, w)``
   (``node.meta["shortcut"]``). The plan then runs that op's ONE kernel for dx, which also writes
@@ -76,7 +77,8 @@ class Fusion:
     # sum / mean / sum_to node -> (a, b): it reduces a * b, multiplying while it reads (the mul runs no kernel)
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
     bias: dict[int, int] = field(default_factory=dict)       # matmul -> the (N,) node its epilogue adds to each row
-    bias_add: dict[int, int] = field(default_factory=dict)   # that add -> the matmul (it shares the matmul's buffer)
+    resid: dict[int, int] = field(default_factory=dict)      # matmul -> the node of its shape its epilogue adds
+    bias_add: dict[int, int] = field(default_factory=dict)   # such an add -> the matmul (it shares the matmul's buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     shortcuts: dict[int, tuple[str, tuple[int, ...], dict]] = field(default_factory=dict)
     # node -> (op, inputs, attrs): a backward rule's mark "this node is that op of those nodes"; its kernel runs
@@ -164,14 +166,19 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             needed.update(v[0] for v in f.operands[n.id])
         else:
             needed.update(f.shortcuts[n.id][1] if n.id in f.shortcuts else n.inputs)
+    for n in compute:   # x @ W + b (+ r): the matmul adds b and r as it stores C, the adds run no kernel
+        found = _epilogue_of(g, n, readers, outs, f)
+        if found is not None:
+            (row, full), adds = found
+            if row is not None:
+                f.bias[n.id] = row
+            if full is not None:
+                f.resid[n.id] = full
+            for add in adds:
+                f.bias_add[add] = n.id
+                f.alias[add] = n.id
+                f.skip.add(add)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
-    for n in compute:   # x @ W + b: the matmul adds b as it stores C, the add runs no kernel
-        b = _bias_of(g, n, readers, outs, f)
-        if b is not None:
-            add = readers[n.id][0]
-            f.bias[n.id], f.bias_add[add.id] = b, n.id
-            f.alias[add.id] = n.id
-            f.skip.add(add.id)
     for n in compute:   # sum(a * b), mean(a * b): the reduction multiplies while it reads
         if not reduces_by_adding(n) or n.id in f.skip:
             continue
@@ -385,22 +392,36 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
                 f.skip.add(m)
 
 
-def _bias_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int], f: Fusion) -> int | None:
-    """The (N,) vector ``b`` when ``m`` is a matmul whose only reader is ``m + b`` (or ``b + m``) and
-    that add would otherwise run as a kernel of its own; None otherwise."""
+def _epilogue_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int], f: Fusion
+                 ) -> tuple[tuple[int | None, int | None], list[int]] | None:
+    """((row, full), adds) when ``m`` is a matmul whose value only flows into one or two adds, each adding
+    a (N,) vector (``row``, a bias) or a value of ``m``'s shape (``full``, a residual), at most one of each;
+    None otherwise. The adds are absorbed in order: ``m + b``, then ``(m + b) + r`` if that is its only reader."""
     if m.op != "matmul" or m.id not in f.operands or m.id in f.out_views or m.id in outs or m.dtype != "float":
         return None
-    rs = readers.get(m.id, [])
-    if len(rs) != 1 or rs[0].op != "add":
+    found: dict[str, int] = {}
+    adds: list[int] = []
+    cur = m
+    while len(adds) < 2:
+        rs = readers.get(cur.id, [])
+        if len(rs) != 1 or rs[0].op != "add" or cur.id in outs:
+            break
+        add = rs[0]
+        others = [i for i in add.inputs if i != cur.id]
+        if add.id in f.skip or add.id in outs or add.shape != m.shape or len(add.inputs) != 2 or len(others) != 1:
+            break
+        o = g.nodes[others[0]]
+        kind = "row" if o.shape == (m.shape[-1],) else "full" if o.shape == m.shape else None
+        if kind is None or kind in found or o.dtype != "float" or o.id == m.id:
+            break
+        if not spec(o.op).leaf and o.id > m.id:   # computed after the product: not there yet when it stores C
+            break
+        found[kind] = o.id
+        adds.append(add.id)
+        cur = add
+    if not adds:
         return None
-    add = rs[0]
-    if add.id in outs or add.id in f.skip or add.id in f.chain_of or add.shape != m.shape or len(add.inputs) != 2:
-        return None
-    others = [i for i in add.inputs if i != m.id]
-    if len(others) != 1:
-        return None
-    b = g.nodes[others[0]]
-    return b.id if b.shape == (m.shape[-1],) and b.dtype == "float" else None
+    return (found.get("row"), found.get("full")), adds
 
 
 def _gemm_sum(g: Graph, s: Node, readers: dict[int, list[Node]], outs: set[int]) -> bool:
