@@ -577,6 +577,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
                 f"reads its operands in place\n", *_absorbing_source(graph, fusion, sources, n))
+    dispatches, chain_at, partials = _sum_last_stage_in_chains(graph, fusion, dispatches, chain_at, outputs,
+                                                               reads, sources)
+    unbound = {s for stages in partials.values() for s in stages}   # sums whose value no kernel writes now
     running = [n for n in compute if n.id not in fusion.skip and n.id not in fixed_values]
     indexing = [n.id for n in running if spec(n.op).index_bound is not None and n.size]
 
@@ -606,7 +609,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
     outs = set(outputs)
     for k, n in enumerate(running):
         for nid in (n.id, *fusion.provides.get(n.id, {}).values()):   # (and the by-products its kernel writes)
-            if nid in slot_of:
+            if nid in slot_of or nid in unbound:
                 continue
             need = _nbytes(graph.nodes[nid])
             fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
@@ -650,7 +653,71 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
         indexing=indexing, slot_sizes=slot_sizes, slot_of=slot_of,
         binds=[_bind_entries(graph, d, scratch_bytes) for d in dispatches], params=params,
         out_offsets=out_offsets, staging_size=max(off, 16), bytes_owned=bytes_owned, bytes_pooled=bytes_pooled,
-        scratch_bytes=scratch_bytes)
+        scratch_bytes=scratch_bytes, partials=partials)
+
+
+def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispatch], chain_at: dict[int, int],
+                              outputs: list[int], reads: dict[int, list[int]], sources: dict[int, tuple[str, ...]]
+                              ) -> tuple[list[Dispatch], dict[int, int], dict[int, dict]]:
+    """A two-stage sum (partial sums into a scratch buffer, then a short kernel adding them up) whose only
+    reader is a fused chain: the chain adds the partial sums itself as it reads (a bias gradient or a
+    split weight-gradient GEMM read by the optimizer's update), and the second stage does not run.
+
+    Returns the dispatches left, the chains' new positions, and chain root -> {sum node: (scratch,
+    n, a, b)} (``wgpu_chain.chain_dispatch``'s ``partials``; the in-place rewrite passes them again).
+    """
+    users: dict[int, set[int]] = {}   # buffer owner -> the dispatches that bind it
+    made_by: dict[int, list[int]] = {}   # node -> the dispatches lowered for it
+    for k, d in enumerate(dispatches):
+        made_by.setdefault(d.node.id, []).append(k)
+        for nid in d.binds.values():
+            users.setdefault(nid, set()).add(k)
+    outs = set(outputs)
+    drop: set[int] = set()
+    found: dict[int, dict] = {}
+    for root, k in chain_at.items():
+        chain, d = fusion.chains[root], dispatches[k]
+        shape = graph.nodes[root].shape
+        stages = {}
+        for leaf in chain_leaves(graph, chain.members):
+            s = fusion.root(leaf)
+            ks = made_by.get(s, [])
+            if s in outs or len(ks) != 2 or users.get(s) != {ks[1], k} or graph.nodes[leaf].shape != shape:
+                continue
+            last = dispatches[ks[1]]
+            w = last.params
+            if last.entry not in ("sum_wg", "sum_t") or set(last.binds) != {1, 2} or last.binds[2] != s \
+                    or last.binds[1] >= 0 or w[2] != 1 or w[3] != 1:
+                continue
+            stages[leaf] = (last.binds[1], int(w[1]), int(w[16]), int(w[32]))
+        if not stages:
+            continue
+        made = chain_dispatch(graph, chain, {i: fusion.root(i) for i in chain_leaves(graph, chain.members)},
+                              partials=stages)
+        if made is None:
+            continue
+        new, header = made
+        dispatches[k] = new
+        text = (header, new.source)
+        for m in chain.members:
+            sources[m] = text if m == root else (
+                f"// {graph.nodes[m].op} (node #{m}) runs no kernel of its own: the fused kernel of node #{root} "
+                f"below computes it in registers\n", header, new.source)
+        reads[root] = [nid for b, nid in sorted(new.binds.items())   # (scratch buffers, ids < 0, are never pooled)
+                       if b != 1 and b not in new.stores and nid >= 0]
+        found[root] = {fusion.root(leaf): v for leaf, v in stages.items()}
+        for leaf in stages:
+            s = fusion.root(leaf)
+            drop.add(made_by[s][1])
+            sources[s] = (f"// {graph.nodes[s].op} (node #{s}): the kernel below writes its partial sums; the fused "
+                          f"kernel of node #{root} adds them up as it reads them (no second stage)\n",
+                          dispatches[made_by[s][0]].source)
+    if not drop:
+        return dispatches, chain_at, {}
+    keep = [k for k in range(len(dispatches)) if k not in drop]
+    where = {old: new for new, old in enumerate(keep)}
+    return [dispatches[k] for k in keep], {r: where[k] for r, k in chain_at.items()}, \
+        {r: {s: v for s, v in st.items()} for r, st in found.items()}
 
 
 def _absorbing_source(g: Graph, f: Any, sources: dict[int, tuple[str, ...]], n: Node) -> tuple[str, ...]:
@@ -695,7 +762,13 @@ def _in_place_rewrite(g: Graph, low: plan_cache.Lowered, outputs: list[int], pai
     changed = []
     for root, inplace in per_chain.items():
         chain, k = f.chains[root], low.chain_at[root]
-        d, header = chain_dispatch(g, chain, {i: f.root(i) for i in chain_leaves(g, chain.members)}, inplace)
+        stages = {leaf: v for leaf in chain_leaves(g, chain.members)
+                  if (v := low.partials.get(root, {}).get(f.root(leaf))) is not None}
+        made = chain_dispatch(g, chain, {i: f.root(i) for i in chain_leaves(g, chain.members)}, inplace,
+                              partials=stages)
+        if made is None:   # (no room for both in the uniform block: this chain keeps its copies)
+            continue
+        d, header = made
         sources = {root: (header, d.source)}
         for m in chain.members:
             if m != root:

@@ -122,14 +122,20 @@ def in_place_leaves(g: Graph, chain: Chain) -> set[int]:
 
 
 def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
-                   inplace: dict[int, int] | None = None) -> tuple[Dispatch, str]:
+                   inplace: dict[int, int] | None = None,
+                   partials: dict[int, tuple[int, int, int, int]] | None = None) -> tuple[Dispatch, str] | None:
     """The fused kernel's dispatch, and a comment saying which WGSL variable is which node.
 
     ``buffer_of``: leaf node -> the node whose buffer holds it (a reshape shares its input's).
     ``inplace``: output member (root or store) -> a leaf (see :func:`in_place_leaves`) whose buffer
     it is written into; the kernel reads that leaf from the member's own binding.
+    ``partials``: leaf -> (buffer, n, a, b): the leaf is a sum whose last stage was not run; element i
+    is the sum of buffer[i * a + p * b] over p < n, added up here as the chain reads it (a bias
+    gradient's partial column sums, a split weight-gradient GEMM's K-chunks). None is returned when
+    those words no longer fit in the uniform block.
     """
     inplace = dict(inplace or {})
+    partials = dict(partials or {})
     reads_from = {leaf: m for m, leaf in inplace.items()}
     root = g.nodes[chain.root]
     lay = _layout(g, chain)
@@ -154,6 +160,13 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
         for v in values:
             words[at] = fbits(v)
             at += 1
+    partial_at: dict[int, int] = {}   # partial leaf -> its words: n, a, b
+    for leaf, (_, n_part, a_part, b_part) in partials.items():
+        if at + 3 > _WORDS or leaf in lay.strided or leaf not in lay.buffers or leaf in reads_from:
+            return None
+        partial_at[leaf] = at
+        words[at:at + 3] = (n_part, a_part, b_part)
+        at += 3
 
     leaves = chain_leaves(g, chain.members)
     slot = {leaf: k for k, leaf in enumerate(leaves)}
@@ -181,6 +194,13 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
             loads.append(f"    let r{j} = pu({word_of[leaf]}u);")
         elif leaf in reads_from:   # updated in place: read element i from the output binding, before it is written
             loads.append(f"    let r{j} = bitcast<u32>({store_var[reads_from[leaf]]}[i]);")
+        elif leaf in partial_at:   # the last stage of a sum: add this element's partial sums
+            w = partial_at[leaf]
+            b = lay.buffers.index(leaf)
+            loads.append(f"    var s{j} = 0.0;")
+            loads.append(f"    for (var p = 0u; p < pu({w}u); p++) {{ s{j} += bitcast<f32>(in{b}[i * pu({w + 1}u) "
+                         f"+ p * pu({w + 2}u)]); }}")
+            loads.append(f"    let r{j} = bitcast<u32>(s{j});")
         else:
             at_ = f"o{j}" if leaf in lay.strided else "i"
             loads.append(f"    let r{j} = in{lay.buffers.index(leaf)}[{at_}];")
@@ -212,8 +232,8 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
         leaf = inplace.get(m)
         return m if leaf is None else buffer_of.get(leaf, leaf)
 
-    binds = {1: home(root.id), **{2 + b: buffer_of.get(leaf, leaf) for b, leaf in enumerate(lay.buffers)
-                                  if leaf not in reads_from}}
+    binds = {1: home(root.id), **{2 + b: partials[leaf][0] if leaf in partials else buffer_of.get(leaf, leaf)
+                                  for b, leaf in enumerate(lay.buffers) if leaf not in reads_from}}
     binds.update({2 + nb + j: home(m) for j, m in enumerate(chain.stores)})
     d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
                  groups_for(math.ceil(root.size / WG_LINEAR)),
@@ -222,6 +242,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
              + (f" (written into node #{inplace[m]}'s buffer: updated in place)" if m in inplace else "")
              for m in chain.members]
     names += [f"x{slot[i]} = node #{i} {g.nodes[i].op}" + (" (a uniform word)" if i in word_of else "")
+              + (" (the sum of its partial sums, added as it is read)" if i in partial_at else "")
               for i in leaves]
     header = (f"// ONE kernel computes {len(chain.members)} elementwise nodes (fused chain of node #{root.id}):\n"
               + "".join(f"//   {line}\n" for line in names))

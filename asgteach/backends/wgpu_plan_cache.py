@@ -78,6 +78,7 @@ class Lowered:
     bytes_owned: int
     bytes_pooled: int
     scratch_bytes: dict[int, int]
+    partials: dict[int, dict] = field(default_factory=dict)   # chain root -> the sums whose last stage it does
     updates: dict[tuple, Any] = field(default_factory=dict)   # bind_updates pairs -> its rewrite (pure too)
     keep: Any = None                                          # what the key names by id() (see lookup)
 
