@@ -2,8 +2,10 @@
 //
 // A "row" is the 1-D line along the softmax axis: L elements S apart. The other axes
 // number the rows (outer shape and strides, as in reduce.wgsl), so axis=-1, axis=0 or
-// a middle axis are the same kernel. Three passes over a row: the max (so exp never
+// a middle axis are the same kernel. Three steps per row: the max (so exp never
 // overflows: the largest term is e^0 = 1), the sum of exp(x - max), then the output.
+// *_wg keeps a row of up to 8 * LP elements in registers between the steps (read once,
+// one exp per element); a longer row is read again at each step.
 // *_wg: LP threads per row (a power of 2, 32..256: word 40, 0 meaning 256), so a workgroup
 // takes 256 / LP rows side by side (attention rows of 256: 8 rows per workgroup, 8 elements
 // per thread); *_t: a thread per row (short rows).
@@ -43,6 +45,27 @@ fn seg_combine(li: u32, v: f32, is_max: bool, lp: u32) -> f32 {
     return r;
 }
 
+// A row of at most 8 * LP elements stays in registers (two vec4 per thread, each holding elements
+// LP apart): read once, one exp per element. A longer row is read three times (max, sum, output).
+fn ld4(base: u32, r: u32, lp: u32, S: u32, L: u32) -> vec4<f32> {
+    var v = vec4<f32>(-bitcast<f32>(0x7f800000u));   // past the row's end: exp(-inf - m) adds 0
+    if (r < L) { v.x = x[base + r * S]; }
+    if (r + lp < L) { v.y = x[base + (r + lp) * S]; }
+    if (r + 2u * lp < L) { v.z = x[base + (r + 2u * lp) * S]; }
+    if (r + 3u * lp < L) { v.w = x[base + (r + 3u * lp) * S]; }
+    return v;
+}
+
+fn st4(base: u32, r: u32, lp: u32, S: u32, L: u32, v: vec4<f32>) {
+    if (r < L) { y[base + r * S] = v.x; }
+    if (r + lp < L) { y[base + (r + lp) * S] = v.y; }
+    if (r + 2u * lp < L) { y[base + (r + 2u * lp) * S] = v.z; }
+    if (r + 3u * lp < L) { y[base + (r + 3u * lp) * S] = v.w; }
+}
+
+fn hmax(v: vec4<f32>) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }
+fn hsum(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
+
 fn softmax_wg_impl(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_log: bool) {
     let lp = select(pu(40u), WG, pu(40u) == 0u);
     let o0 = group_index(wid, nwg) * (WG / lp);
@@ -54,6 +77,26 @@ fn softmax_wg_impl(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_log: bool) {
     let L = select(0u, pu(1u), live);
     let S = pu(2u);
     var m = -bitcast<f32>(0x7f800000u);
+    if (pu(1u) <= 8u * lp) {         // uniform: the same for every thread
+        let v0 = ld4(base, lane, lp, S, L);
+        let v1 = ld4(base, lane + 4u * lp, lp, S, L);
+        m = seg_combine(li, max(hmax(v0), hmax(v1)), true, lp);
+        let z0 = v0 - m;
+        let z1 = v1 - m;
+        let e0 = exp(z0);
+        let e1 = exp(z1);
+        let s = seg_combine(li, hsum(e0) + hsum(e1), false, lp);
+        if (want_log) {
+            let ls = log(s);
+            st4(base, lane, lp, S, L, z0 - ls);
+            st4(base, lane + 4u * lp, lp, S, L, z1 - ls);
+        } else {
+            let inv = 1.0 / s;
+            st4(base, lane, lp, S, L, e0 * inv);
+            st4(base, lane + 4u * lp, lp, S, L, e1 * inv);
+        }
+        return;
+    }
     for (var r = lane; r < L; r += lp) { m = max(m, x[base + r * S]); }
     m = seg_combine(li, m, true, lp);
     var s = 0.0;

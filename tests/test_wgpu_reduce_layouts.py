@@ -57,3 +57,32 @@ def test_column_sums_propagate_nan_like_numpy() -> None:
         s = at.sum(x, axis=0)
     (got,) = at.run([s], {x: X.astype(np.float32)}, backend="wgpu", on_nan="ignore")
     assert np.isnan(got[4]) and np.isfinite(np.delete(got, 4)).all()
+
+
+def test_sum_over_leading_axes_of_a_product_reads_both_factors_in_the_column_pass() -> None:
+    with at.Graph():
+        a, b = at.input("a", (3, 130, 37)), at.input("b", (3, 130, 37))
+        s = at.ops.sum_to(a * b, (37,))
+    run_both([s], {a: _u(a.shape, 4), b: _u(b.shape, 5)}, "sum_to(a * b)")
+    plan = wgpu_backend.compile(s.graph, [s.node_id])
+    assert any(d.entry == "sum_cols" and d.key[2].endswith(":product") for d in plan.dispatches)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 2100), (1, 2, 4096), (3, 2049)])
+def test_softmax_of_rows_too_long_for_registers(shape) -> None:
+    # rows of at most 8 x LP elements stay in registers; longer ones take the three-pass loop
+    with at.Graph():
+        x = at.input("x", shape)
+        outs = [at.softmax(x, axis=-1), at.log_softmax(x, axis=-1)]
+    run_both(outs, {x: _u(shape, 6) * 3}, f"long rows {shape}")
+
+
+def test_softmax_in_registers_along_a_strided_axis_with_masked_entries() -> None:
+    X = _u((5, 300, 3), 7) * 3
+    X[1, :7, 0] = -np.inf         # masked entries: probability exactly 0
+    with at.Graph():
+        x = at.input("x", X.shape)
+        outs = [at.softmax(x, axis=1), at.log_softmax(x, axis=1)]
+    run_both(outs[:1], {x: X}, "strided softmax with -inf")
+    _, logp = at.run(outs, {x: X.astype(np.float32)}, backend="wgpu")
+    assert np.isneginf(logp[1, :7, 0]).all() and np.isfinite(np.delete(logp.reshape(-1), [3 * 300 + 3 * k for k in range(7)])).all()
