@@ -659,8 +659,8 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
 def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispatch], chain_at: dict[int, int],
                               outputs: list[int], reads: dict[int, list[int]], sources: dict[int, tuple[str, ...]]
                               ) -> tuple[list[Dispatch], dict[int, int], dict[int, dict]]:
-    """A two-stage sum (partial sums into a scratch buffer, then a short kernel adding them up) whose only
-    reader is a fused chain: the chain adds the partial sums itself as it reads (a bias gradient or a
+    """A two-stage sum (partial sums into a scratch buffer, then a short kernel adding them up, one thread
+    per output) whose only reader is a fused chain: the chain adds the partial sums itself as it reads (a
     split weight-gradient GEMM read by the optimizer's update), and the second stage does not run.
 
     Returns the dispatches left, the chains' new positions, and chain root -> {sum node: (scratch,
@@ -686,7 +686,10 @@ def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispat
                 continue
             last = dispatches[ks[1]]
             w = last.params
-            if last.entry not in ("sum_wg", "sum_t") or set(last.binds) != {1, 2} or last.binds[2] != s \
+            # only a one-thread-per-output second stage (sum_t: a split GEMM's few K-chunks): the chain's thread
+            # does the same loop. A long per-output sum (sum_wg over 256 partial column sums of a bias gradient)
+            # needs its workgroup: one thread per output adding them all measured slower on an H100.
+            if last.entry != "sum_t" or set(last.binds) != {1, 2} or last.binds[2] != s \
                     or last.binds[1] >= 0 or w[2] != 1 or w[3] != 1:
                 continue
             stages[leaf] = (last.binds[1], int(w[1]), int(w[16]), int(w[32]))
