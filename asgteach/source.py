@@ -25,12 +25,22 @@ def user_source(skip_package: bool = True) -> str:
     """
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        inside = filename.startswith(_PACKAGE_DIR + os.sep)
-        if not (skip_package and inside):
+        if not (skip_package and _in_package(frame.f_code.co_filename)):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>:0"
+
+
+_INSIDE: dict[str, bool] = {}   # file name as the code object has it -> is it one of asgteach's files?
+
+
+def _in_package(filename: str) -> bool:
+    """Is ``filename`` inside the asgteach package? (Remembered per name: every node asks, and building a
+    transformer's training graph walks ~14 000 frames, each an ``os.path.abspath`` call otherwise.)"""
+    inside = _INSIDE.get(filename)
+    if inside is None:
+        inside = _INSIDE[filename] = os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+    return inside
 
 
 def source_line_text(source: str) -> str:
