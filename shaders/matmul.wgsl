@@ -17,11 +17,6 @@
 // anew; with [k][column] the constant k needs no check and the column's clamp is the same at
 // every step. On an H100 that took the 2048^3 product from 37 to 43 TFLOP/s (bench/README.md).
 //
-// Column sums (variant ":colsum", the vec4 kernel only): the workgroups of the first row of tiles
-// (wid.y == 0) see every column of B exactly once, so while they multiply they also add up B's
-// columns: a weight-gradient GEMM x^T @ g gives the bias gradient sum(g, rows) on the side
-// (binding 6, one row of N per batch z: a split GEMM's K-chunks are added up later).
-//
 // Epilogue (variant ":bias"): C = A @ B + bias, the bias (N,) added to every row as C is stored,
 // when a Linear layer's "+ b" is the product's only reader (wgpu_fuse); the add runs no kernel.
 //
@@ -47,7 +42,6 @@ const LB: u32 = {{LB}}u;           // B-tile loads per thread
 @group(0) @binding(2) var<storage, read> B: array<{{ELEM}}>;
 @group(0) @binding(3) var<storage, read_write> C: array<{{ELEM}}>;
 {{BIAS_DECL}}
-{{COLSUM_DECL}}
 
 // Two-dimensional, so the row index (k, a constant in the unrolled multiply) and the column
 // index (depends on the thread only) are bounds-checked separately: the column's check is the
@@ -95,12 +89,10 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     var rb: array<{{ELEM}}, LB>;
     let ntiles = (K + BK - 1u) / BK;
 
-{{COLSUM_INIT}}
     {{LOAD_GLOBAL}}
     for (var t = 0u; t < ntiles; t++) {
         {{STORE_SHARED}}
         workgroupBarrier();
-{{COLSUM_ACC}}
         if (t + 1u < ntiles) {
             let k0 = (t + 1u) * BK;
             {{LOAD_NEXT}}
@@ -109,6 +101,5 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
 {{COMPUTE}}
         workgroupBarrier();
     }
-{{COLSUM_STORE}}
 {{STORE_C}}
 }

@@ -491,11 +491,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             continue
         if n.id in fusion.gemm_sum:
             x, gy = fusion.gemm_sum[n.id]
-            ds, done = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy)), fusion.colsum.get(n.id)) \
-                if n.size else ([], False)
-            if n.id in fusion.colsum and not done:   # (the bounds-checked kernel: the bias gradient runs on its own)
-                t = graph.nodes[fusion.colsum[n.id]]
-                ds += lower(graph, t, spec(t.op).wgsl, tile)
+            ds = gemm_sum(graph, n, x, gy, tile, (root(x), root(gy))) if n.size else []
             reads[n.id] = [root(x), root(gy)]
         elif n.id in fusion.shortcuts:   # a backward rule's mark: one kernel of another op computes this node
             op, inputs, attrs = fusion.shortcuts[n.id]
@@ -511,7 +507,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             text = (header, d.source)
             for m in chain.members:
                 sources[m] = text
-            dispatches.append(d)   # (prefetched below: the partial-sum pass may still rewrite it)
+            dispatches.append(d)
+            if prefetch is not None:
+                prefetch(d.key, d.source, d.entry)
             continue
         else:
             ops = fusion.operands.get(n.id)
@@ -530,8 +528,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
-            if d.entry != "sum_t":   # (a split GEMM's last stage may be dropped below)
-                prefetch(d.key, d.source, d.entry)
+            prefetch(d.key, d.source, d.entry)
         if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
             first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
             sources[n.id] = (ds[0 if first else -1].source,)
@@ -582,9 +579,6 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 f"reads its operands in place\n", *_absorbing_source(graph, fusion, sources, n))
     dispatches, chain_at, partials = _sum_last_stage_in_chains(graph, fusion, dispatches, chain_at, outputs,
                                                                reads, sources)
-    for d in dispatches if prefetch is not None else ():
-        if d.key[0] == "fused" or d.entry == "sum_t":
-            prefetch(d.key, d.source, d.entry)
     unbound = {s for stages in partials.values() for s in stages}   # sums whose value no kernel writes now
     running = [n for n in compute if n.id not in fusion.skip and n.id not in fixed_values]
     indexing = [n.id for n in running if spec(n.op).index_bound is not None and n.size]
@@ -687,10 +681,10 @@ def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispat
         stages = {}
         for leaf in chain_leaves(graph, chain.members):
             s = fusion.root(leaf)
-            ks = made_by.get(s, [])   # (a bias gradient summed by a GEMM's kernel has only its last stage here)
-            if s in outs or not ks or users.get(s) != {ks[-1], k} or graph.nodes[leaf].shape != shape:
+            ks = made_by.get(s, [])
+            if s in outs or len(ks) != 2 or users.get(s) != {ks[1], k} or graph.nodes[leaf].shape != shape:
                 continue
-            last = dispatches[ks[-1]]
+            last = dispatches[ks[1]]
             w = last.params
             # only a one-thread-per-output second stage (sum_t: a split GEMM's few K-chunks): the chain's thread
             # does the same loop. A long per-output sum (sum_wg over 256 partial column sums of a bias gradient)
@@ -717,12 +711,10 @@ def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispat
         found[root] = {fusion.root(leaf): v for leaf, v in stages.items()}
         for leaf in stages:
             s = fusion.root(leaf)
-            drop.add(made_by[s][-1])
-            first = dispatches[made_by[s][0]] if len(made_by[s]) > 1 else None
-            sources[s] = (f"// {graph.nodes[s].op} (node #{s}): partial sums are written by "
-                          + ("the kernel below" if first else f"the GEMM of node #{fusion.provided_by.get(s)}")
-                          + f"; the fused kernel of node #{root} adds them up as it reads them (no second stage)\n",
-                          first.source if first else "")
+            drop.add(made_by[s][1])
+            sources[s] = (f"// {graph.nodes[s].op} (node #{s}): the kernel below writes its partial sums; the fused "
+                          f"kernel of node #{root} adds them up as it reads them (no second stage)\n",
+                          dispatches[made_by[s][0]].source)
     if not drop:
         return dispatches, chain_at, {}
     keep = [k for k in range(len(dispatches)) if k not in drop]

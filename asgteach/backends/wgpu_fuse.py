@@ -28,9 +28,6 @@ plan recognises these shapes and computes the same numbers more directly:
   (``wgpu_chain``) that reads each outside value once and writes one result. A value
   with several readers ends its chain: it is written once, and each reader's chain
   reads it. ``broadcast_to`` joins a chain as a read through stride-0 axes.
-* **a bias gradient comes with its weight gradient**: ``sum_to(g, (N,))`` of the same ``g`` as a
-  ``sum_to(transpose(x) @ g)`` GEMM is computed by that GEMM's kernel, which adds up g's columns
-  while it multiplies (its first row of workgroups sees every column once).
 * **a Linear layer's bias and a residual are added as the product is stored**: ``x @ W + b`` with
   ``b`` of shape (N,), where the add is the product's only reader, runs as one matmul kernel whose
   epilogue adds ``b`` to each row it writes; so does ``x @ W + b + r`` (or ``x @ W + r``) with ``r``
@@ -79,7 +76,6 @@ class Fusion:
     products: dict[int, tuple[int, int]] = field(default_factory=dict)
     # sum / mean / sum_to node -> (a, b): it reduces a * b, multiplying while it reads (the mul runs no kernel)
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
-    colsum: dict[int, int] = field(default_factory=dict)   # such a GEMM -> the sum_to(g, (N,)) its kernel also adds up
     bias: dict[int, int] = field(default_factory=dict)       # matmul -> the (N,) node its epilogue adds to each row
     resid: dict[int, int] = field(default_factory=dict)      # matmul -> the node of its shape its epilogue adds
     bias_add: dict[int, int] = field(default_factory=dict)   # such an add -> the matmul (it shares the matmul's buffer)
@@ -130,20 +126,6 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             f.gemm_sum[n.id] = (g.nodes[m.inputs[0]].inputs[0], m.inputs[1])
             f.skip.add(m.id)
             absorbed[m.inputs[0]] = n.id
-    order = {n.id: k for k, n in enumerate(compute)}
-    for n in compute:   # sum_to(g, (N,)) next to a weight-gradient GEMM of the same g: that GEMM's kernel adds it up
-        if n.op != "sum_to" or n.id in f.skip or n.dtype != "float" or len(n.shape) != 1:
-            continue
-        gy = n.inputs[0]
-        pair = [s_ for s_, (_, g_) in f.gemm_sum.items() if f.root(g_) == f.root(gy) and s_ not in f.colsum]
-        if not pair or g.nodes[gy].shape[-1:] != n.shape or len(g.nodes[gy].shape) < 2:
-            continue
-        s_ = pair[0]
-        if all(order[r.id] > order[s_] for r in readers.get(n.id, [])):   # read only after the GEMM ran
-            f.colsum[s_] = n.id
-            f.provides.setdefault(s_, {})["colsum"] = n.id
-            f.provided_by[n.id] = s_
-            f.skip.add(n.id)
     stop: set[int] = set()          # transposes a matmul writes: operand walks stop there (it is a buffer)
     for n in compute:
         if n.op == "matmul" and n.size > 0 and n.id not in outs and n.id not in f.skip and len(n.shape) >= 2 \

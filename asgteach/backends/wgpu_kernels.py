@@ -27,7 +27,7 @@ from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
-from .wgpu_matmul import FALLBACK_TILES, Tile, colsum_fits, matmul_source
+from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
 __all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "ew_expr",
            "ew_function", "ew_params", "ew_attr_values", "ew_variant", "ew_load", "elementwise_source"]
@@ -456,9 +456,7 @@ def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> lis
 def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
           a: tuple[int, bool], b: tuple[int, bool], out: int, lda: int | None = None,
           ldb: int | None = None, sc: list | None = None, ldc: int | None = None, bias: int | None = None,
-          resid: int | None = None, colsum: int | None = None) -> Dispatch | None:
-    """One matmul dispatch; with ``colsum`` (a buffer for B's column sums, one row of N per batch) only if
-    the vec4 kernel runs, else None."""
+          resid: int | None = None) -> Dispatch:
     ta, tb = a[1], b[1]
     ldc = n if ldc is None else ldc
     sc = [m * n] * len(bshape) if sc is None else sc   # (a single batch axis when none is given)
@@ -477,14 +475,11 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
     words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc)
     variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
-    if colsum is not None and not (fast and colsum_fits(tile)):
-        return None
     variant += (":bias" if bias is not None else "") + (":resid" if resid is not None else "")
-    variant += ":colsum" if colsum is not None else ""
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
-    binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid, 6: colsum}
+    binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid}
     binds = {k: v for k, v in binds.items() if v is not None}
-    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None, colsum is not None)
+    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None)
     return Dispatch(node, ("matmul", "f32", variant), source, "matmul", words, binds, groups)
 
 
@@ -508,8 +503,7 @@ def _split_k(k: int, tiles: int, target: int = 256) -> int:
     return 1
 
 
-def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[int, int],
-             colsum: int | None = None) -> tuple[list[Dispatch], bool]:
+def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[int, int]) -> list[Dispatch]:
     """sum_to(transpose(x) @ gy) over every batch axis as ONE product: x_flat^T @ gy_flat.
 
     x (..., K, M) and gy (..., K, N) are read as (B*K, M) and (B*K, N): the batch joins
@@ -517,9 +511,6 @@ def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[i
     When that leaves too few output tiles to fill the GPU, K is split into S chunks run as
     a batch of S products (into a scratch buffer) and summed by a short reduction.
     ``buffers``: the nodes whose buffers hold x and gy (they may be aliases' owners).
-    ``colsum``: a (N,) sum_to node equal to sum(gy, rows), the layer's bias gradient: the GEMM's kernel adds
-    up gy's columns on the side (into its buffer, or one row per K-chunk then a short sum). Returns the
-    dispatches and whether that was done (not with the bounds-checked kernel).
     """
     xs, gs = g.nodes[x].shape, g.nodes[gy].shape
     m, n = xs[-1], gs[-1]
@@ -527,28 +518,15 @@ def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[i
     a, b = (buffers[0], True), (buffers[1], False)
     s = _split_k(k, math.ceil(m / tile.bm) * math.ceil(n / tile.bn))
     if s == 1:
-        d = _gemm(node, tile, m, n, k, 1, [], [], [], a, b, node.id, colsum=colsum) if colsum is not None else None
-        return ([d], True) if d is not None else ([_gemm(node, tile, m, n, k, 1, [], [], [], a, b, node.id)], False)
-    kc, scratch, rows = k // s, -node.id - 1, -(colsum or 0) - 1
-    parts = None
-    if colsum is not None:
-        parts = _gemm(node, tile, m, n, kc, s, [s], [kc * m], [kc * n], a, b, scratch, colsum=rows)
-    done = parts is not None
-    if parts is None:
-        parts = _gemm(node, tile, m, n, kc, s, [s], [kc * m], [kc * n], a, b, scratch)
-    parts.scratch = {scratch: s * m * n * 4} | ({rows: s * n * 4} if done else {})
-    out = [parts, _sum_rows(node, scratch, m * n, s)]
-    if done:
-        out.append(_sum_rows(g.nodes[colsum], rows, n, s))   # (a chain that reads the bias gradient may take it over)
-    return out, done
-
-
-def _sum_rows(node: Node, scratch: int, width: int, rows: int) -> Dispatch:
-    """sum_t: node = the sum of ``rows`` rows of ``width`` in a scratch buffer (a split GEMM's K-chunks)."""
-    words = _params(w0=width, w1=rows, w2=1, w3=1, w4=fbits(1.0), w5=NAN_BITS, w6=rows, w7=1, w8=[width], w16=[1],
-                    w24=[rows], w32=[width])
-    return Dispatch(node, ("sum_to", "f32", "sum_t"), family_source("reduce"), "sum_t", words,
-                    {1: scratch, 2: node.id}, groups_for(math.ceil(width / WG_LINEAR)))
+        return [_gemm(node, tile, m, n, k, 1, [], [], [], a, b, node.id)]
+    kc, scratch = k // s, -node.id - 1
+    parts = _gemm(node, tile, m, n, kc, s, [s], [kc * m], [kc * n], a, b, scratch)
+    parts.scratch = {scratch: s * m * n * 4}
+    words = _params(w0=m * n, w1=s, w2=1, w3=1, w4=fbits(1.0), w5=NAN_BITS, w6=s, w7=1, w8=[m * n], w16=[1],
+                    w24=[s], w32=[m * n])
+    total = Dispatch(node, ("sum_to", "f32", "sum_t"), family_source("reduce"), "sum_t", words,
+                     {1: scratch, 2: node.id}, groups_for(math.ceil(m * n / WG_LINEAR)))
+    return [parts, total]
 
 
 def _gather(g: Graph, node: Node) -> list[Dispatch]:

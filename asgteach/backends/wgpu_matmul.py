@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .wgpu_device import family_source
 
-__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source", "colsum_fits"]
+__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source"]
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,9 @@ def tile_from_env() -> Tile:
     return Tile.parse(text)
 
 
-def colsum_fits(tile: Tile) -> bool:
-    """Can this tile's kernel add up B's columns on the side: every vec4 column of a B tile gets the same
-    number of threads, and As holds one vec4 per thread for the final sums."""
-    tx, ty = tile.threads
-    t, bn4 = tx * ty, tile.bn // 4
-    return t % bn4 == 0 and tile.bk * (tile.bm // 4) >= t
-
-
 @functools.lru_cache(maxsize=64)
 def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bias: bool = False,
-                  resid: bool = False, colsum: bool = False) -> str:
+                  resid: bool = False) -> str:
     """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
 
     ``ta`` / ``tb``: the operand's buffer holds its TRANSPOSE (A stored as (K, M), B as
@@ -90,7 +82,6 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
 
     ``bias``: C = A @ B + bias, with a (N,) bias buffer at binding 4 added to every row as C is stored.
     ``resid``: also + R, a buffer of C's own shape and layout at binding 5 (a residual connection).
-    ``colsum`` (vec4 kernel only, see :func:`colsum_fits`): the column sums of B, one row of N per batch, at binding 6.
     """
     tile.check()
     tx, ty = tile.threads
@@ -186,31 +177,9 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
                 compute.append(f"            acc_{r}_{h} = fma(vec4<f32>(a{r // 4}.{xyzw[r % 4]}), b{h}, acc_{r}_{h});")
         compute.append("        }")
     decl = "\n".join(f"    var acc_{r}_{h} = vec4<f32>(0.0);" for r in range(tile.tm) for h in range(gn))
-    cs = {"COLSUM_DECL": "", "COLSUM_INIT": "", "COLSUM_ACC": "", "COLSUM_STORE": ""}
-    if colsum:
-        if not (fast and colsum_fits(tile)):
-            raise ValueError(f"matmul tile {tile}: column sums need the vec4 kernel and threads a multiple of BN / 4")
-        per = t // bn4   # threads per vec4 column of B
-        cs = {
-            "COLSUM_DECL": "@group(0) @binding(6) var<storage, read_write> CS: array<vec4<f32>>;",
-            "COLSUM_INIT": "    var csum = vec4<f32>(0.0);   // this thread's share of B's column sums",
-            "COLSUM_ACC": (f"        if (wid.y == 0u) {{ for (var kk = tid / {bn4}u; kk < BK; kk += {per}u) "
-                           f"{{ csum += Bs[kk][tid % {bn4}u]; }} }}"),
-            "COLSUM_STORE": (
-                "    if (wid.y == 0u) {   // add up the threads' shares of each column (As is free now)\n"
-                f"        As[tid / {bm4}u][tid % {bm4}u] = csum;\n"
-                "        workgroupBarrier();\n"
-                f"        if (tid < {bn4}u) {{\n"
-                "            var total = vec4<f32>(0.0);\n"
-                f"            for (var r = 0u; r < {per}u; r++) {{ let j = r * {bn4}u + tid; "
-                f"total += As[j / {bm4}u][j % {bm4}u]; }}\n"
-                "            CS[(wid.z * N + col0) / 4u + tid] = total;\n"
-                "        }\n"
-                "    }"),
-        }
     return family_source(
         "matmul", BM=tile.bm, BN=tile.bn, BK=tile.bk, TX=tx, TY=ty, LA=la, LB=lb, ELEM=elem,
-        BM4=bm4, BN4=bn4, ACC_DECL=decl, **cs,
+        BM4=bm4, BN4=bn4, ACC_DECL=decl,
         BIAS_DECL="\n".join(([f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;"] if bias else [])
                              + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])),
         LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
