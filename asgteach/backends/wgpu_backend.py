@@ -507,9 +507,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             text = (header, d.source)
             for m in chain.members:
                 sources[m] = text
-            dispatches.append(d)
-            if prefetch is not None:
-                prefetch(d.key, d.source, d.entry)
+            dispatches.append(d)   # (prefetched below: the partial-sum pass may still rewrite it)
             continue
         else:
             ops = fusion.operands.get(n.id)
@@ -528,7 +526,8 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
-            prefetch(d.key, d.source, d.entry)
+            if d.entry != "sum_t":   # (a split GEMM's last stage may be dropped below)
+                prefetch(d.key, d.source, d.entry)
         if ds:   # the kernel that does the node's work (a split GEMM's sum comes after it)
             first = n.id in fusion.gemm_sum or n.id in fusion.products   # (the stage that reads the operands)
             sources[n.id] = (ds[0 if first else -1].source,)
@@ -579,6 +578,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 f"reads its operands in place\n", *_absorbing_source(graph, fusion, sources, n))
     dispatches, chain_at, partials = _sum_last_stage_in_chains(graph, fusion, dispatches, chain_at, outputs,
                                                                reads, sources)
+    for d in dispatches if prefetch is not None else ():
+        if d.key[0] == "fused" or d.entry == "sum_t":
+            prefetch(d.key, d.source, d.entry)
     unbound = {s for stages in partials.values() for s in stages}   # sums whose value no kernel writes now
     running = [n for n in compute if n.id not in fusion.skip and n.id not in fixed_values]
     indexing = [n.id for n in running if spec(n.op).index_bound is not None and n.size]
