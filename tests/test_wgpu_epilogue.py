@@ -42,7 +42,8 @@ def test_bias_epilogue_matches_numpy_with_gradients(shape: tuple, transposed_w: 
     variants = _matmul_variants(plan)
     assert len(variants) == 1 and variants[0].endswith(":bias"), variants
     add = [nid for nid in plan.node_ids if y.graph.nodes[nid].op == "add"]
-    assert "adds this value's other operand" in plan.shader_for(add[0]) and "Bias" in plan.shader_for(add[0])
+    text = plan.shader_for(add[0])
+    assert "computes this value as it stores its result" in text and "Bias" in text
     run_both([out, loss, *grads], feeds, f"bias epilogue {shape} {'W^T' if transposed_w else 'W'}")
 
 
@@ -143,3 +144,45 @@ def test_a_broadcast_addend_or_a_read_intermediate_stops_the_epilogue() -> None:
     feeds = {x: rng.standard_normal((4, 8)), w: rng.standard_normal((8, 8)), b: rng.standard_normal(8),
              r: rng.standard_normal((1, 8)), c: rng.standard_normal((4, 8))}
     run_both([y1, y2], feeds, "partial epilogues")
+
+
+@pytest.mark.parametrize("form", ["scale+mask", "scale", "mask", "scale+bias"])
+def test_attention_scores_scale_and_mask_in_the_epilogue(form: str) -> None:
+    """``(q @ k^T) * (1/sqrt(d)) + mask``: a scalar constant multiplies C first, a (T, T) matrix broadcast
+    over the batch is added (``:scale``, ``:mat``); the mul and add run no kernel."""
+    rng = np.random.default_rng(len(form))
+    b, h, t, d = 2, 3, 20, 8
+    with at.Graph():
+        q = at.input("q", (b, h, t, d))
+        k = at.input("k", (b, h, t, d))
+        bias = at.parameter("bias", (t,))
+        s = q @ at.ops.transpose(k, (0, 1, 3, 2))
+        if "scale" in form:
+            s = s * (1.0 / np.sqrt(d))
+        if "mask" in form:
+            s = s + at.constant(np.triu(np.full((t, t), -1e9), 1), name="causal mask")
+        if "bias" in form:
+            s = s + bias
+        w = at.softmax(s, axis=-1)
+        loss = at.sum(w * w)
+        grads = at.grad(loss, [q, k] + ([bias] if "bias" in form else []))
+        plan = wgpu_backend.compile(w.graph, [w.node_id])
+    variants = _matmul_variants(plan)
+    assert len(variants) == 1 and all(f":{p}" in variants[0] for p in
+                                      {"scale": ["scale"], "mask": ["mat"], "scale+mask": ["scale", "mat"],
+                                       "scale+bias": ["scale", "bias"]}[form]), variants
+    assert [d.entry for d in plan.dispatches] == ["matmul", "softmax_wg"]
+    feeds = {q: rng.standard_normal((b, h, t, d)), k: rng.standard_normal((b, h, t, d)), bias: rng.standard_normal(t)}
+    run_both([w, loss, *grads], feeds, f"attention scores epilogue ({form})", rtol=1e-4, atol=1e-4)
+
+
+def test_a_scale_that_is_not_a_scalar_constant_stays_a_kernel() -> None:
+    rng = np.random.default_rng(12)
+    with at.Graph():
+        x = at.input("x", (4, 8))
+        w = at.parameter("w", (8, 8))
+        c = at.input("c", ())                              # fed, not a constant: not known when the plan is built
+        y = at.softmax((x @ w) * c, axis=-1)
+        plan = wgpu_backend.compile(x.graph, [y.node_id])
+    assert not any(":scale" in v for v in _matmul_variants(plan))
+    run_both([y], {x: rng.standard_normal((4, 8)), w: rng.standard_normal((8, 8)), c: np.array(0.5)}, "fed scale")

@@ -522,8 +522,11 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                 reads[n.id] = [root(i) for i in n.inputs]
             bias = root(fusion.bias[n.id]) if n.id in fusion.bias else None
             resid = root(fusion.resid[n.id]) if n.id in fusion.resid else None
-            reads[n.id] += [v for v in (bias, resid) if v is not None]
-            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid)
+            mat = root(fusion.mat[n.id]) if n.id in fusion.mat else None
+            scale = float(np.asarray(graph.constants[fusion.scale[n.id]]).reshape(())) if n.id in fusion.scale else None
+            reads[n.id] += [v for v in (bias, resid, mat) if v is not None]
+            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid,
+                       mat=mat, scale=scale)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
             if d.entry != "sum_t":   # (a split GEMM's last stage may be dropped below)
@@ -556,8 +559,8 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
         elif n.id in fusion.bias_add:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{fusion.bias_add[n.id]} "
-                f"below adds this value's other operand as it stores its result (Bias: a row vector, binding 4; "
-                f"Resid: a value of the result's shape, binding 5)\n",
+                f"below computes this value as it stores its result (epilogue: * the scale in word 40, + Bias: a row "
+                f"vector, binding 4; + Resid: a value of the result's shape, binding 5; + Mat: a matrix, binding 7)\n",
                 *sources.get(fusion.bias_add[n.id], ()))
         elif n.id in fusion.alias:
             sources[n.id] = (

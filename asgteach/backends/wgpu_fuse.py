@@ -78,6 +78,8 @@ class Fusion:
     gemm_sum: dict[int, tuple[int, int]] = field(default_factory=dict)   # sum_to node -> (x node, g node)
     bias: dict[int, int] = field(default_factory=dict)       # matmul -> the (N,) node its epilogue adds to each row
     resid: dict[int, int] = field(default_factory=dict)      # matmul -> the node of its shape its epilogue adds
+    mat: dict[int, int] = field(default_factory=dict)        # matmul -> a (M, N) matrix added to every batch's C
+    scale: dict[int, int] = field(default_factory=dict)      # matmul -> a scalar constant C is multiplied by first
     bias_add: dict[int, int] = field(default_factory=dict)   # such an add -> the matmul (it shares the matmul's buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     shortcuts: dict[int, tuple[str, tuple[int, ...], dict]] = field(default_factory=dict)
@@ -169,11 +171,10 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
     for n in compute:   # x @ W + b (+ r): the matmul adds b and r as it stores C, the adds run no kernel
         found = _epilogue_of(g, n, readers, outs, f)
         if found is not None:
-            (row, full), adds = found
-            if row is not None:
-                f.bias[n.id] = row
-            if full is not None:
-                f.resid[n.id] = full
+            parts, adds = found
+            for kind, table in (("row", f.bias), ("full", f.resid), ("mat", f.mat), ("scale", f.scale)):
+                if kind in parts:
+                    table[n.id] = parts[kind]
             for add in adds:
                 f.bias_add[add] = n.id
                 f.alias[add] = n.id
@@ -393,16 +394,26 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
 
 
 def _epilogue_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int], f: Fusion
-                 ) -> tuple[tuple[int | None, int | None], list[int]] | None:
-    """((row, full), adds) when ``m`` is a matmul whose value only flows into one or two adds, each adding
-    a (N,) vector (``row``, a bias) or a value of ``m``'s shape (``full``, a residual), at most one of each;
-    None otherwise. The adds are absorbed in order: ``m + b``, then ``(m + b) + r`` if that is its only reader."""
+                 ) -> tuple[dict[str, int], list[int]] | None:
+    """({kind: node}, absorbed nodes) when ``m`` is a matmul whose value only flows through a chain of single
+    readers: first, optionally, ``* s`` with s a scalar constant (``scale``, attention's 1/sqrt(d)), then up
+    to two adds, each of a (N,) vector (``row``, a bias), a value of ``m``'s shape (``full``, a residual) or
+    a (M, N) matrix broadcast over the batch (``mat``, an attention mask), at most one of each; None otherwise."""
     if m.op != "matmul" or m.id not in f.operands or m.id in f.out_views or m.id in outs or m.dtype != "float":
         return None
     found: dict[str, int] = {}
     adds: list[int] = []
     cur = m
-    while len(adds) < 2:
+    rs = readers.get(m.id, [])
+    if len(rs) == 1 and rs[0].op == "mul" and rs[0].id not in outs and rs[0].id not in f.skip \
+            and rs[0].shape == m.shape and len(rs[0].inputs) == 2:
+        c = g.nodes[[i for i in rs[0].inputs if i != m.id][0]] if m.id in rs[0].inputs else None
+        if c is not None and c.op == "constant" and c.size == 1 and c.id in g.constants and c.dtype == "float" \
+                and rs[0].inputs.count(m.id) == 1:
+            found["scale"] = c.id
+            adds.append(rs[0].id)
+            cur = rs[0]
+    while len(adds) - ("scale" in found) < 2:
         rs = readers.get(cur.id, [])
         if len(rs) != 1 or rs[0].op != "add" or cur.id in outs:
             break
@@ -411,7 +422,8 @@ def _epilogue_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[in
         if add.id in f.skip or add.id in outs or add.shape != m.shape or len(add.inputs) != 2 or len(others) != 1:
             break
         o = g.nodes[others[0]]
-        kind = "row" if o.shape == (m.shape[-1],) else "full" if o.shape == m.shape else None
+        kind = "row" if o.shape == (m.shape[-1],) else "full" if o.shape == m.shape else \
+            "mat" if len(m.shape) > 2 and o.shape == m.shape[-2:] else None
         if kind is None or kind in found or o.dtype != "float" or o.id == m.id:
             break
         if not spec(o.op).leaf and o.id > m.id:   # computed after the product: not there yet when it stores C
@@ -421,7 +433,7 @@ def _epilogue_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[in
         cur = add
     if not adds:
         return None
-    return (found.get("row"), found.get("full")), adds
+    return found, adds
 
 
 def _gemm_sum(g: Graph, s: Node, readers: dict[int, list[Node]], outs: set[int]) -> bool:

@@ -406,14 +406,16 @@ def _layer_norm(g: Graph, node: Node, xhat: int | None = None) -> list[Dispatch]
 
 
 def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: Any = None,
-            bias: int | None = None, resid: int | None = None) -> list[Dispatch]:
+            bias: int | None = None, resid: int | None = None, mat: int | None = None,
+            scale: float | None = None) -> list[Dispatch]:
     """C = A @ B. ``operands``: ((buffer node, transposed?, row stride, batch strides), ...) when
     transposes are read in place (``wgpu_fuse``); a row stride / batch strides of None: contiguous.
     ``out_view``: (row stride, batch strides, swapped?) when C is written straight into the layout of
     the transposes that read it; swapped: C's columns are contiguous there, so C^T = B^T @ A^T is
     computed instead (operands exchanged, each read the other way round).
     ``bias``: the buffer of a (N,) vector added to every row of C as it is stored (see ``wgpu_fuse``);
-    ``resid``: the buffer of a value of C's shape added as C is stored (C must be written contiguously)."""
+    ``resid``: the buffer of a value of C's shape added as C is stored (C must be written contiguously);
+    ``mat``: a (M, N) matrix added to every batch's C; ``scale``: C is multiplied by it first."""
     a, b = (g.nodes[i] for i in node.inputs)
     plain = ((a.id, False, None, None), (b.id, False, None, None))
     (a_src, ta, lda, a_bst), (b_src, tb, ldb, b_bst) = operands or plain
@@ -439,9 +441,10 @@ def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: An
     nb = int(np.prod(batch, dtype=np.int64))
     if nb > _MAX_GROUPS:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
-    if (bias is not None or resid is not None) and out_view is not None:
-        raise ValueError(f"matmul (node #{node.id}): an epilogue add needs C written contiguously")
-    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid)]
+    if (bias is not None or resid is not None or mat is not None or scale is not None) and out_view is not None:
+        raise ValueError(f"matmul (node #{node.id}): an epilogue needs C written contiguously")
+    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid,
+                  mat, scale)]
 
 
 def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> list[int]:
@@ -456,7 +459,7 @@ def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> lis
 def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
           a: tuple[int, bool], b: tuple[int, bool], out: int, lda: int | None = None,
           ldb: int | None = None, sc: list | None = None, ldc: int | None = None, bias: int | None = None,
-          resid: int | None = None) -> Dispatch:
+          resid: int | None = None, mat: int | None = None, scale: float | None = None) -> Dispatch:
     ta, tb = a[1], b[1]
     ldc = n if ldc is None else ldc
     sc = [m * n] * len(bshape) if sc is None else sc   # (a single batch axis when none is given)
@@ -473,13 +476,15 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
         tile = next((c for c in fits if count(c) >= _MIN_GROUPS), max(fits, key=count))
     aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
-    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc)
+    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc,
+                    w40=fbits(scale if scale is not None else 1.0))
     variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
-    variant += (":bias" if bias is not None else "") + (":resid" if resid is not None else "")
+    variant += (":scale" if scale is not None else "") + (":bias" if bias is not None else "")
+    variant += (":resid" if resid is not None else "") + (":mat" if mat is not None else "")
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
-    binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid}
+    binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid, 7: mat}
     binds = {k: v for k, v in binds.items() if v is not None}
-    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None)
+    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None, mat is not None, scale is not None)
     return Dispatch(node, ("matmul", "f32", variant), source, "matmul", words, binds, groups)
 
 
@@ -591,7 +596,8 @@ _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
 
 def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None,
           product: tuple[int, int] | None = None, bias: int | None = None,
-          stores: dict[str, int] | None = None, resid: int | None = None) -> list[Dispatch]:
+          stores: dict[str, int] | None = None, resid: int | None = None, mat: int | None = None,
+          scale: float | None = None) -> list[Dispatch]:
     """The dispatches that compute ``node`` (an empty list for a node with no elements).
 
     ``operands``, ``out_view`` (matmul only): where A and B are read from and how C is written, see ``wgpu_fuse``.
@@ -603,7 +609,7 @@ def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, o
     if node.size == 0:
         return []
     if family == "matmul":
-        return _matmul(g, node, tile, operands, out_view, bias, resid)
+        return _matmul(g, node, tile, operands, out_view, bias, resid, mat, scale)
     if product is not None:
         return _reduce(g, node, product)
     if family == "layer_norm":

@@ -67,7 +67,7 @@ def tile_from_env() -> Tile:
 
 @functools.lru_cache(maxsize=64)
 def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bias: bool = False,
-                  resid: bool = False) -> str:
+                  resid: bool = False, mat: bool = False, scale: bool = False) -> str:
     """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
 
     ``ta`` / ``tb``: the operand's buffer holds its TRANSPOSE (A stored as (K, M), B as
@@ -82,6 +82,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
 
     ``bias``: C = A @ B + bias, with a (N,) bias buffer at binding 4 added to every row as C is stored.
     ``resid``: also + R, a buffer of C's own shape and layout at binding 5 (a residual connection).
+    ``mat``: also + a (M, N) matrix at binding 7, the same for every batch (an attention mask).
+    ``scale``: C = (A @ B) * s first, s the float in uniform word 40 (attention's 1/sqrt(d)).
     """
     tile.check()
     tx, ty = tile.threads
@@ -139,7 +141,10 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
             row = f"row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u"
             for h in range(gn):
                 at = f"(c_off + ({row}) * LDC + col0) / 4u + {h * tx}u + tx"
-                store_c.append(f"    C[{at}] = acc_{r}_{h}{plus[h]}{f' + Resid[{at}]' if resid else ''};")
+                value = f"acc_{r}_{h}" + (" * pf(40u)" if scale else "") + plus[h]
+                value += (f" + Resid[{at}]" if resid else "") + (f" + Mat[(({row}) * N + col0) / 4u + {h * tx}u + tx]"
+                                                                 if mat else "")
+                store_c.append(f"    C[{at}] = {value};")
     else:
         # scalar loads; neighbouring threads walk the operand's contiguous axis (coalesced)
         a_map = ("let r = idx % BM; let k = idx / BM;", "A[a_off + (k0 + k) * LDA + row0 + r]") if ta else \
@@ -163,7 +168,9 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
             store_c.append(f"    {{ let row = row0 + {(r // 4) * ty * 4 + r % 4}u + ty * 4u; if (row < M) {{")
             for h in range(gn):
                 for j in range(4):
-                    plus = (" + Bias[col]" if bias else "") + (" + Resid[c_off + row * LDC + col]" if resid else "")
+                    plus = (" * pf(40u)" if scale else "") + (" + Bias[col]" if bias else "")
+                    plus += " + Resid[c_off + row * LDC + col]" if resid else ""
+                    plus += " + Mat[row * N + col]" if mat else ""
                     store_c.append(f"        {{ let col = col0 + ({h * tx}u + tx) * 4u + {j}u; "
                                    f"if (col < N) {{ C[c_off + row * LDC + col] = acc_{r}_{h}.{xyzw[j]}{plus}; }} }}")
             store_c.append("    } }")
@@ -181,7 +188,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
         "matmul", BM=tile.bm, BN=tile.bn, BK=tile.bk, TX=tx, TY=ty, LA=la, LB=lb, ELEM=elem,
         BM4=bm4, BN4=bn4, ACC_DECL=decl,
         BIAS_DECL="\n".join(([f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;"] if bias else [])
-                             + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])),
+                             + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])
+                             + ([f"@group(0) @binding(7) var<storage, read> Mat: array<{elem}>;"] if mat else [])),
         LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
         COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),
