@@ -55,6 +55,18 @@ fn dx_means(base: u32, D: u32, li: u32, st: vec2<f32>) -> vec2<f32> {
     return vec2<f32>(wg_sum(li, s), wg_sum(li, sx)) / f32(D);
 }
 
+// (mean, 1/sigma, mean(a), mean(a x_hat)) of the workgroup's row; every thread of the workgroup calls it
+fn dx_row(base: u32, D: u32, li: u32) -> vec4<f32> {
+    let st = row_stats(base, D, li);
+    return vec4<f32>(st, dx_means(base, D, li, st));
+}
+
+// (dx, x_hat) of element j of the row, from dx_row's four numbers
+fn dx_at(base: u32, j: u32, r: vec4<f32>) -> vec2<f32> {
+    let xh = (x[base + j] - r.x) * r.y;
+    return vec2<f32>(r.y * (g[base + j] * w[j] - r.z - xh * r.w), xh);
+}
+
 @compute @workgroup_size(128)
 fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) li: u32) {
@@ -62,12 +74,8 @@ fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    let st = row_stats(base, D, li);
-    let m = dx_means(base, D, li, st);
-    for (var j = li; j < D; j += WG) {
-        let xh = (x[base + j] - st.x) * st.y;
-        dx[base + j] = st.y * (g[base + j] * w[j] - m.x - xh * m.y);
-    }
+    let r = dx_row(base, D, li);
+    for (var j = li; j < D; j += WG) { dx[base + j] = dx_at(base, j, r).x; }
 }
 
 @compute @workgroup_size(128)
@@ -77,12 +85,11 @@ fn layer_norm_dx_xhat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    let st = row_stats(base, D, li);
-    let m = dx_means(base, D, li, st);
+    let r = dx_row(base, D, li);
     for (var j = li; j < D; j += WG) {
-        let xh = (x[base + j] - st.x) * st.y;
-        dx[base + j] = st.y * (g[base + j] * w[j] - m.x - xh * m.y);
-        xhat_out[base + j] = xh;
+        let v = dx_at(base, j, r);
+        dx[base + j] = v.x;
+        xhat_out[base + j] = v.y;   // x_hat too: dw = sum_to(g * x_hat) reads it
     }
 }
 
