@@ -9,7 +9,7 @@ Differences of two repeat counts cancel the fixed submit/map cost.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 def probe_buffer(g: Any) -> Any:
@@ -37,3 +37,26 @@ def time_dispatches(g: Any, dispatches: Sequence[tuple[Any, Any, tuple[int, int,
     probe.map_sync(g.wgpu.MapMode.READ)
     probe.unmap()
     return time.perf_counter() - t0
+
+
+def cuda_seconds(fn: Callable[[], Any], reps: int = 20, warmup: int = 3, samples: int = 3) -> float:
+    """PyTorch's side of a comparison: seconds per call of ``fn`` on the GPU, timed with CUDA events
+    over ``reps`` back-to-back calls (the median of ``samples`` such batches, after ``warmup`` calls)."""
+    import statistics
+
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(samples):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1000 / reps)
+    return statistics.median(times)
+

@@ -25,7 +25,8 @@ import numpy as np
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
 from asgteach.backends.wgpu_matmul import Tile
-from matmul_gpu import wgpu_seconds_per_matmul  # bench/ is on sys.path when a script runs
+from _gpu_timing import cuda_seconds  # bench/ is on sys.path when a script runs
+from matmul_gpu import wgpu_seconds_per_matmul
 
 #: the LM step's GEMMs and how many of each one step runs (bench/lm_step_gpu.py, base size: batch 16,
 #: seq 256, d 512, 8 heads, FFN 2048; ``python /tmp/gemms.py``-style listing of the plan's matmul dispatches)
@@ -86,19 +87,7 @@ def cublas(a: np.ndarray, b: np.ndarray, ta: bool, tb: bool, reps: int = 20) -> 
     import torch
 
     ta_, tb_ = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    for _ in range(3):
-        product(ta_, tb_, ta, tb)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            product(ta_, tb_, ta, tb)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1000 / reps)
-    return float(np.median(times))
+    return cuda_seconds(lambda: product(ta_, tb_, ta, tb), reps)
 
 
 def main() -> None:

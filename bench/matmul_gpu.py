@@ -23,7 +23,7 @@ import numpy as np
 
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
-from _gpu_timing import probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
+from _gpu_timing import cuda_seconds, probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
 
 TILES = ["128x128x8x8x8", "128x128x16x8x8", "128x128x32x8x8", "64x64x16x4x4", "128x64x16x8x4", "64x128x16x4x8",
          "128x256x16x8x16", "256x128x16x16x8", "128x128x16x8x16"]
@@ -56,19 +56,7 @@ def torch_seconds_per_matmul(n: int, reps: int = 20) -> tuple[float, object]:
     gen = torch.Generator(device="cuda").manual_seed(0)
     a = torch.rand(n, n, device="cuda", generator=gen) - 0.5
     b = torch.rand(n, n, device="cuda", generator=gen) - 0.5
-    for _ in range(3):
-        c = a @ b
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            c = a @ b
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1000 / reps)
-    return float(np.median(times)), (a, b, c)
+    return cuda_seconds(lambda: a @ b, reps), (a, b, a @ b)
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
-from _gpu_timing import probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
+from _gpu_timing import cuda_seconds, probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
 
 B, T, D = 16, 256, 512
 
@@ -68,19 +68,7 @@ def theirs(shapes, fn, reps: int = 50) -> float:
     import torch
 
     xs = [torch.randn(s, device="cuda") for s in shapes]
-    for _ in range(3):
-        fn(*xs)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        for _ in range(reps):
-            fn(*xs)
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e) / 1000 / reps)
-    return float(np.median(times))
+    return cuda_seconds(lambda: fn(*xs), reps)
 
 
 def main() -> None:
