@@ -79,7 +79,7 @@ def asgteach_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warm
 
     losses = [step(i) for i in range(max(warmup, 3))]
     last = getattr(tr.plan, "stats", {})           # the last run's counts
-    stats = {"dispatches": len(getattr(tr.plan, "dispatches", [])), "submits": last.get("submits", 0),
+    stats = {"dispatches": last.get("dispatches", 0), "submits": last.get("submits", 0),
              "syncs": last.get("host_syncs", 0), "uploads": last.get("uploads", 0)}
     return step, {"compile_s": compile_s, "second_s": second_s, "open_s": open_s, "nodes": len(g.nodes),
                   "losses": losses[:3], "stats": stats, "plan": tr.plan,

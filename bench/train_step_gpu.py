@@ -136,7 +136,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     for _ in range(10):
         enc = g.device.create_command_encoder()
         cp = enc.begin_compute_pass()
-        for pipe, bg, groups in plan._encoded:
+        for pipe, bg, groups in plan._launch_commands():
             cp.set_pipeline(pipe)
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(*groups)
@@ -145,7 +145,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     enc_ms = (time.perf_counter() - t0) / 10 * 1e3
 
     def whole(r: int) -> float:
-        return time_dispatches(g, plan._encoded, r, out, probe)
+        return time_dispatches(g, plan._launch_commands(), r, out, probe)
 
     whole(1)
     gpu_step = min((whole(4) - whole(1)) / 3 for _ in range(3))
@@ -157,6 +157,12 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     for t, what in rows:
         by_op[what.split()[0]] = by_op.get(what.split()[0], 0.0) + t
     print("  per op: " + ", ".join(f"{k} {v * 1e3:.2f}" for k, v in sorted(by_op.items(), key=lambda kv: -kv[1])))
+    by_kind: dict[str, list[float]] = {}   # the same kernel on any shapes: how many, and their time together
+    for t, what in rows:
+        by_kind.setdefault(" ".join(what.split()[:3]), []).append(t)
+    print("  per kernel (count, ms together, us each):")
+    for kind, ts in sorted(by_kind.items(), key=lambda kv: -sum(kv[1])):
+        print(f"    {len(ts):4d} {sum(ts) * 1e3:7.3f} {sum(ts) / len(ts) * 1e6:8.1f}  {kind}")
     for t, what in sorted(rows, reverse=True)[:25]:
         print(f"  {t * 1e3:7.3f} ms  {what}")
 

@@ -4,9 +4,11 @@
 // uniform-offset alignment GPUs ask for). Shapes, strides, element counts and float
 // attributes live there, so ONE compiled pipeline serves every shape: broadcasting is a
 // stride of 0, a transpose is a permuted stride list, a slice is a base offset plus
-// scaled strides. Floats are stored as their bit patterns (bitcast).
+// scaled strides. Floats are stored as their bit patterns (bitcast). The array's length is
+// filled in by the backend: 16 vec4s for one block; a batched launch (fused_batch.wgsl)
+// reads several blocks in a row.
 
-struct Params { d: array<vec4<u32>, 16> }
+struct Params { d: array<vec4<u32>, {{PARAM_VEC4S}}> }
 @group(0) @binding(0) var<uniform> P: Params;
 
 fn pu(i: u32) -> u32 { return P.d[i >> 2u][i & 3u]; }

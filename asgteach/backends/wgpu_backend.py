@@ -63,9 +63,10 @@ from ..ops.registry import generation as ops_generation
 from ..ops.registry import spec
 from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
+from .wgpu_batch import Launch, plan_launches
 from .wgpu_device import Gpu, check_available, describe, gpu, shaders_stamp  # noqa: F401 - check_available/describe: API
 from .wgpu_kernels import Dispatch
-from .wgpu_lower import _in_place_rewrite, _lower
+from .wgpu_lower import _bind_entries, _in_place_rewrite, _lower
 from .wgpu_lower import nbytes as _nbytes
 from .wgpu_matmul import tile_from_env
 from .wgpu_plan_cache import signature
@@ -161,16 +162,67 @@ class Plan:
         self._replaced: dict[int, tuple[Dispatch, Any, dict[int, tuple[str, ...]]]] = {}   # what bind_updates rewrote
         self._device_only: set[int] = set()
         self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
+        # what is recorded: the dispatches, neighbouring chains of one kernel batched (wgpu_batch); built at the
+        # first run, and again after bind_updates rewrites chains
+        self.launches: list[Launch] | None = None
+        self._launched: list[tuple[Any, Any, tuple[int, int, int]]] = []
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
-    def _bind_group(self, pipe: Any, k: int, entries: list[tuple[int, int, int]]) -> Any:
-        """Dispatch ``k``'s bind group: its uniform block, then each (binding, buffer owner, bytes)."""
+    def _bind_group(self, pipe: Any, k: int, entries: list[tuple[int, int, int]], blocks: int = 1,
+                    uniforms: Any = None) -> Any:
+        """Dispatch ``k``'s bind group: its uniform block (a batch: ``blocks`` blocks from row k of
+        ``uniforms``), then each (binding, buffer owner, bytes)."""
         buffers = self.buffers
+        block = 256 if blocks == 1 else blocks * self.gpu.uniform_align
         return self.gpu.device.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
-            {"binding": 0, "resource": {"buffer": self.uniforms, "offset": k * self.gpu.uniform_align, "size": 256}},
+            {"binding": 0, "resource": {"buffer": uniforms or self.uniforms, "offset": k * self.gpu.uniform_align,
+                                        "size": block}},
             *({"binding": b, "resource": {"buffer": buffers[nid], "offset": 0, "size": size}}
               for b, nid, size in entries)])
+
+    def _plan_launches(self) -> list[Launch]:
+        """Batch neighbouring chains of one kernel (wgpu_batch); their kernels start compiling now."""
+        slot_of = self._lowered.slot_of
+        launches = plan_launches(self.dispatches, lambda nid: slot_of.get(nid, nid), self.gpu.batch_storage_buffers,
+                                 self.gpu.uniform_align, self.gpu.max_uniform_binding)
+        for la in launches:
+            if la.count > 1:
+                self.gpu.prefetch(la.dispatch.key, la.dispatch.source, la.dispatch.entry)
+        return launches
+
+    def _launch_commands(self) -> list[tuple[Any, Any, tuple[int, int, int]]]:
+        """(pipeline, bind group, workgroups) of every launch, built once per set of launches.
+
+        A batch's uniform blocks are its members' blocks, copied one after the other into
+        ``self._batch_uniforms`` (its members need not be neighbours in ``self.dispatches``).
+        """
+        if self.launches is None:
+            self.launches = self._plan_launches()
+            self._launched = []
+        if not self._launched:
+            batches = [la for la in self.launches if la.count > 1]
+            words = self.gpu.uniform_align // 4
+            rows = np.zeros((max(1, sum(la.count for la in batches)), words), dtype=np.uint32)
+            start, row = {}, 0
+            for la in batches:
+                start[la.members] = row
+                for k in la.members:
+                    rows[row, :64] = self.dispatches[k].params
+                    row += 1
+            self._batch_uniforms = self.gpu.device.create_buffer(
+                size=rows.nbytes, usage=self.gpu.wgpu.BufferUsage.UNIFORM | self.gpu.wgpu.BufferUsage.COPY_DST)
+            self.gpu.device.queue.write_buffer(self._batch_uniforms, 0, rows)
+            for la in self.launches:
+                if la.count == 1:
+                    self._launched.append(self._encoded[la.members[0]])
+                    continue
+                d = la.dispatch
+                pipe = self.gpu.pipeline(d.key, d.source, d.entry)
+                entries = _bind_entries(self.graph, d, self._scratch_bytes)
+                self._launched.append((pipe, self._bind_group(pipe, start[la.members], entries, blocks=la.count,
+                                                              uniforms=self._batch_uniforms), d.groups))
+        return self._launched
 
     # -- introspection ------------------------------------------------------------------
     def shader_for(self, node: Any) -> str:
@@ -179,6 +231,17 @@ class Plan:
         if nid not in self._node_sources:
             n = self.graph.nodes[nid]
             raise KeyError(f"node #{nid} ({n.op}) runs no kernel in this plan (leaves and empty tensors have none)")
+        if self.launches is None:
+            self.launches = self._plan_launches()
+        root = self.fusion.chain_of.get(nid, nid)
+        for la in self.launches:
+            roots = [self.dispatches[k].node.id for k in la.members]
+            if la.count > 1 and root in roots:
+                others = ", ".join(f"#{r}" for r in roots if r != root)
+                note = (f"// launched in a batch: ONE dispatch runs this kernel's code for {la.count} chains of the "
+                        f"same structure (this one and those of nodes {others}), each as a slot with its own "
+                        f"buffers (shaders/fused_batch.wgsl, asgteach/backends/wgpu_batch.py)\n")
+                return note + "".join(self._node_sources[nid])
         return "".join(self._node_sources[nid])
 
     def __repr__(self) -> str:
@@ -209,6 +272,8 @@ class Plan:
         self._device_only = {nid for nid, _ in pairs}
         self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
+        self.launches = self._plan_launches()   # the chains changed: batch them again (compiling starts now)
+        self._launched = []
 
     def _update_in_place(self, pairs: list[tuple[int, int]]) -> set[tuple[int, int]]:
         """Let fused kernels write new values straight into the parameters they update.
@@ -276,7 +341,7 @@ class Plan:
         enc = self.gpu.device.create_command_encoder()
         cpass = enc.begin_compute_pass()
         last = None
-        for pipe, bg, (x, y, z) in self._encoded:
+        for pipe, bg, (x, y, z) in self._launch_commands():
             if pipe is not last:
                 cpass.set_pipeline(pipe)
                 last = pipe
@@ -375,7 +440,8 @@ class Plan:
         all_feeds = {**(feeds or {}), **(params or {})}
         given = resolve_feeds(self.graph, all_feeds)
         self._check_ids(given)
-        stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0, "dispatches": len(self._encoded)}
+        stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0,
+                 "dispatches": len(self._launch_commands())}
         self._upload(given, stats)
         for nid, error in self._failing.items():   # numpy raises here too: say so instead of inventing a value
             n = self.graph.nodes[nid]

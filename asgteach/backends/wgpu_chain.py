@@ -222,10 +222,9 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
         attrs = [f"pf({attr_at[m] + j}u)" for j in range(len(lay.attrs.get(m, [])))]
         body.append(f"    let v{k} = {fn}({', '.join([*(ref(i) for i in n.inputs), *attrs])});")
     body += [f"    st{j}[i] = v{pos[m]};   // an output too" for j, m in enumerate(chain.stores)]
-    source = family_source(
-        "fused", INPUTS="\n".join(inputs), MATH=shader_text("elementwise_math"), OPS="\n".join(ops.values()),
-        OFFSETS="\n".join(offsets), LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{pos[chain.root]}",
-    )
+    parts = dict(INPUTS="\n".join(inputs), OPS="\n".join(ops.values()), OFFSETS="\n".join(offsets),
+                 LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{pos[chain.root]}")
+    source = family_source("fused", MATH=shader_text("elementwise_math"), **parts)
     digest = hashlib.sha1(source.encode()).hexdigest()
     label = "+".join(g.nodes[m].op for m in chain.members)
     def home(m: int) -> int:   # the buffer an output member is written to
@@ -237,7 +236,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     binds.update({2 + nb + j: home(m) for j, m in enumerate(chain.stores)})
     d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
                  groups_for(math.ceil(root.size / WG_LINEAR)),
-                 stores=tuple(2 + nb + j for j in range(len(chain.stores))))
+                 stores=tuple(2 + nb + j for j in range(len(chain.stores))), parts=parts)
     names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" + (" (written: an output)" if m in chain.stores else "")
              + (f" (written into node #{inplace[m]}'s buffer: updated in place)" if m in inplace else "")
              for m in chain.members]

@@ -101,8 +101,17 @@ class Gpu:
 
     @property
     def max_storage_buffers(self) -> int:
-        """Storage buffers one kernel may bind (asked for: up to 16; WebGPU's default is 8)."""
+        """Storage buffers one fused chain may bind: up to 16 (WebGPU's default is 8)."""
+        return min(16, self.batch_storage_buffers)
+
+    @property
+    def batch_storage_buffers(self) -> int:
+        """Storage buffers one kernel may bind at all (asked for: up to 128): what a batch of chains shares."""
         return int(self.limits.get("max-storage-buffers-per-shader-stage", 8))
+
+    @property
+    def max_uniform_binding(self) -> int:
+        return int(self.limits.get("max-uniform-buffer-binding-size", 65536))
 
     @property
     def uniform_align(self) -> int:
@@ -160,8 +169,9 @@ def gpu() -> Gpu:
         needed = {
             "max-storage-buffer-binding-size": lim["max-storage-buffer-binding-size"],
             "max-buffer-size": lim["max-buffer-size"],
-            # fused chains bind up to 16 (7 inputs + an optimizer's outputs); WebGPU promises 8
-            "max-storage-buffers-per-shader-stage": min(16, lim["max-storage-buffers-per-shader-stage"]),
+            # fused chains bind up to 16 (7 inputs + an optimizer's outputs; WebGPU promises 8); a batch of
+            # chains (wgpu_batch) binds each chain's buffers: up to 128
+            "max-storage-buffers-per-shader-stage": min(128, lim["max-storage-buffers-per-shader-stage"]),
             "max-compute-workgroup-storage-size": lim["max-compute-workgroup-storage-size"],
             "max-compute-invocations-per-workgroup": lim["max-compute-invocations-per-workgroup"],
         }
@@ -238,4 +248,5 @@ def family_source(family: str, **fill: Any) -> str:
             raise KeyError(f"shader {family}.wgsl needs a value for {{{{{m.group(1)}}}}}")
         return str(fill[m.group(1)])
 
-    return shader_text("common") + "\n" + _TEMPLATE.sub(sub, text)
+    common = shader_text("common").replace("{{PARAM_VEC4S}}", str(fill.pop("PARAM_VEC4S", 16)))
+    return common + "\n" + _TEMPLATE.sub(sub, text)

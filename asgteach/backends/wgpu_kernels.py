@@ -55,6 +55,7 @@ class Dispatch:
     groups: tuple[int, int, int]
     scratch: dict[int, int] | None = None   # scratch id -> bytes, for multi-stage kernels
     stores: tuple[int, ...] = ()            # binding numbers that are WRITTEN besides 1 (a chain's extra outputs)
+    parts: dict[str, str] | None = None     # a fused chain's filled-in template parts (wgpu_batch writes slots)
 
 
 def fbits(x: float) -> int:
@@ -232,6 +233,10 @@ def _product_source(text: str) -> str:
     if load not in text:
         raise RuntimeError("reduce.wgsl changed: its element load is not where the product variant expects it")
     text = text.replace(load, "{ let i = base + inner_off(r); acc += x[i] * y[i]; }")
+    one = "fn x_at(i: u32) -> f32 { return x[i]; }"
+    if one not in text:
+        raise RuntimeError("reduce.wgsl changed: x_at is not where the product variant expects it")
+    text = text.replace(one, "fn x_at(i: u32) -> f32 { return x[i] * y[i]; }")
     decl = "@group(0) @binding(2) var<storage, read_write> out: array<u32>;\n"
     return text.replace(decl, decl + "@group(0) @binding(3) var<storage, read> y: array<f32>;   // x * y is reduced\n")
 

@@ -1,0 +1,109 @@
+"""Neighbouring fused chains of one kernel launched as ONE dispatch (``wgpu_batch``).
+
+An optimizer's update is the same chain for every parameter; the plan records those chains as
+slots of one batched kernel. Checked here: the batch computes what the chains compute alone (and
+what numpy computes), each slot with its own sizes, constants and buffers; a run is cut where one
+chain writes a buffer another reads, and where the device's binding limit is reached; the
+inspector says which kernel a node runs in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asgteach as at
+from asgteach.backends import wgpu_backend
+from asgteach.backends.wgpu_batch import MAX_SLOTS, plan_launches
+from asgteach.backends.wgpu_kernels import Dispatch
+
+from wgpu_helpers import require_adapter, run_both
+
+require_adapter()
+
+
+def _batches(plan) -> list:
+    if plan.launches is None:
+        plan._launch_commands()
+    return [la for la in plan.launches if la.count > 1]
+
+
+def test_chains_of_one_structure_with_their_own_sizes_and_constants_run_as_one_launch() -> None:
+    """Five chains ``a * c1 + c2`` (c1, c2 differ per chain; sizes 1 .. 70 000; one reads a broadcast row)."""
+    rng = np.random.default_rng(0)
+    shapes = [(1,), (1000,), (300, 7), (70_000,), (5, 3)]
+    with at.Graph() as g:
+        xs = [at.input(f"x{k}", s) for k, s in enumerate(shapes)]
+        row = at.input("row", (3,))
+        ys = [at.tanh(x * (k + 2.0) + (0.5 - k)) for k, x in enumerate(xs[:-1])]
+        ys.append(at.tanh(xs[-1] * 6.0 + row))   # another structure: a broadcast input
+    feeds = {x: rng.standard_normal(s) for x, s in zip(xs, shapes)} | {row: rng.standard_normal(3)}
+    plan = wgpu_backend.compile(g, [y.node_id for y in ys])
+    batches = _batches(plan)
+    assert [la.count for la in batches] == [4], [la.members for la in plan.launches]
+    assert len(plan.launches) == len(plan.dispatches) - 3
+    run_both(ys, feeds, "four chains in one batch, one alone")
+    plan.run(feeds)
+    assert plan.stats["dispatches"] == len(plan.launches) == 2
+    note = plan.shader_for(ys[1])
+    assert "launched in a batch: ONE dispatch runs this kernel's code for 4 chains" in note, note[:400]
+
+
+def test_a_chain_that_reads_what_its_neighbour_wrote_is_not_in_its_batch() -> None:
+    """The memory plan may put a later chain's output where an earlier one's input was: that cuts the run."""
+    calls = []
+
+    def fake(nid: int, writes: int, reads: tuple[int, ...], kernel: str = "mul+add:x", chain: bool = True
+             ) -> Dispatch:
+        class N:
+            id = nid
+        d = Dispatch(N(), ("fused", "f32", kernel), "", "fused", np.zeros(64, np.uint32),
+                     {1: writes, **{2 + k: r for k, r in enumerate(reads)}}, (1, 1, 1), parts={} if chain else None)
+        calls.append(d)
+        return d
+
+    ds = [fake(10, 100, (200,)), fake(11, 101, (201,)), fake(12, 102, (101,)),   # reads what #11 wrote
+          fake(13, 101, (202,)), fake(14, 103, (203,))]                          # writes what #12 read
+    with pytest.MonkeyPatch.context() as mp:   # (the batched kernel's text is not what this test is about)
+        mp.setattr("asgteach.backends.wgpu_batch.batched_dispatch", lambda members, align: members[0])
+        runs = [la.members for la in plan_launches(ds, lambda n: n, 64, 256)]
+        assert runs == [(0, 1), (2,), (3, 4)]
+        limited = [la.members for la in plan_launches(ds[:2] + ds[3:], lambda n: n, 3, 256)]
+        assert limited == [(0,), (1,), (2,), (3,)], "two chains of 2 bindings do not fit in 3"
+        # two kernels alternating (weights' and biases' updates) form two batches; a dispatch that reads what
+        # a member wrote closes that batch before itself, and the other batch goes on past it
+        mixed = [fake(30, 500, (600,)), fake(31, 501, (601,), "other"), fake(32, 502, (602,)),
+                 fake(33, 700, (500,), "matmul", chain=False), fake(34, 503, (603,), "other"),
+                 fake(35, 504, (604,))]
+        assert [la.members for la in plan_launches(mixed, lambda n: n, 64, 256)] == [(0, 2), (3,), (1, 4), (5,)]
+        many = [fake(20 + k, 300 + k, (400 + k,)) for k in range(MAX_SLOTS + 3)]
+        assert [la.count for la in plan_launches(many, lambda n: n, 1000, 256)] == [MAX_SLOTS, 3]
+
+
+def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None:
+    """A Trainer's AdamW: every parameter's update chain writes p, m and v in place, in batches."""
+    results = {}
+    for backend in ("numpy", "wgpu"):
+        with at.Graph():
+            x = at.input("x", (8, 16))
+            target = at.input("t", (8, 4))
+            net = at.nn.MLP([16, 32, 24, 4], activation="tanh", name="mlp")
+            err = net(x) - target
+            loss = at.mean(err * err)
+            tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend=backend, seed=3)
+        rng = np.random.default_rng(5)
+        feeds = {x: rng.standard_normal((8, 16)).astype(np.float32),
+                 target: rng.standard_normal((8, 4)).astype(np.float32)}
+        losses = [tr.train_step(feeds) for _ in range(5)]
+        results[backend] = (losses, {k: np.asarray(v) for k, v in tr.params.items()}, tr)
+    plan = results["wgpu"][2].plan
+    batches = _batches(plan)
+    assert batches and sum(la.count for la in batches) >= 6, [la.members for la in plan.launches]
+    assert all(la.dispatch.entry == "fused_batch" for la in batches)
+    assert plan.stats["dispatches"] == len(plan.launches) < len(plan.dispatches)
+    np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
+    for k, v in results["numpy"][1].items():
+        np.testing.assert_allclose(results["wgpu"][1][k], v, rtol=2e-4, atol=2e-5, err_msg=k)
+    # a second Trainer on the same plan structure batches the same way, and a re-bound plan re-batches
+    plan.bind_updates({})
+    assert plan.launches is not None and _batches(plan)
+    plan._launch_commands()   # (collects the pipelines bind_updates started compiling)
