@@ -40,7 +40,7 @@ def _entries(gr, outs) -> list[str]:
     return [d.entry for d in wgpu_backend.compile(gr, [o.node_id for o in outs]).dispatches]
 
 
-@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 130), (5, 512), (3, 1), (7,)], ids=str)
+@pytest.mark.parametrize("shape", [(4, 6), (2, 3, 130), (5, 512), (3, 1), (7,), (3, 1030)], ids=str)
 @pytest.mark.parametrize("learn_w", [True, False], ids=["dw", "no-dw"])
 def test_layer_norm_gradients_through_the_shortcut_match_numpy(shape: tuple, learn_w: bool) -> None:
     gr, grads, feeds = _ln_graph(shape, learn_w)
@@ -122,3 +122,49 @@ def test_a_transformer_step_uses_one_kernel_per_layer_norm_backward() -> None:
     feeds = {x: rng.standard_normal((2, 8, 16))}
     feeds.update({p: rng.standard_normal(p.shape) * 0.3 for p in params})
     run_both(grads, feeds, "transformer block with layer_norm shortcuts", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("d", [24, 1030], ids=["row-in-registers", "long-row"])
+@pytest.mark.parametrize("learn_w", [True, False], ids=["dw", "no-dw"])
+def test_a_residual_blocks_input_gradient_is_added_by_the_shortcuts_kernel(learn_w: bool, d: int) -> None:
+    """``h = x + f(layer_norm(x))``: x's gradient is g_h + layer_norm's dx; that kernel adds g_h as it
+    writes dx (entry ``*_plus``) and the add runs no kernel. Two blocks, so one input of the sum is
+    itself such a sum."""
+    rng = np.random.default_rng(11 + learn_w)
+    shape = (3, 5, d)
+    with at.Graph() as gr:
+        x = at.input("x", shape)
+        ws = [at.parameter(f"w{k}", shape[-1:]) if learn_w else None for k in range(2)]
+        mats = [at.parameter(f"m{k}", (d, d)) for k in range(3)]
+        h = x @ mats[2]   # (x's own gradient would be an output: an output keeps its add)
+        for k in range(2):
+            h = h + at.tanh(at.layer_norm(h, ws[k], None) @ mats[k])
+        loss = at.sum(h * h)
+        grads = at.grad(loss, [*mats] + ([w for w in ws] if learn_w else []))
+    feeds = {x: rng.standard_normal(shape), **{m: rng.standard_normal((d, d)) * (1.5 / d ** 0.5) for m in mats}}
+    feeds.update({w: rng.standard_normal(d) for w in ws if w is not None})
+    plan = wgpu_backend.compile(gr, [g_.node_id for g_ in grads])
+    plus = [d for d in plan.dispatches if d.entry.endswith("_plus")]
+    assert len(plus) == 2, [d.entry for d in plan.dispatches]
+    adds = [n for n in plan.node_ids if gr.nodes[n].op == "add" and n in plan.fusion.bias_add]
+    assert len(adds) == 2 and "adds node" in plan.shader_for(adds[0])
+    run_both(grads, feeds, "residual blocks' gradients with the sum in the shortcut")
+
+
+def test_no_sum_in_the_shortcut_when_dx_or_the_sum_is_asked_for() -> None:
+    """An output keeps its own buffer: a requested dx (or a requested sum) keeps the add a kernel."""
+    rng = np.random.default_rng(3)
+    with at.Graph() as gr:
+        x = at.input("x", (4, 8))
+        m = at.parameter("m", (8, 8))
+        e = x @ m
+        h = e + at.layer_norm(e)
+        loss = at.sum(h * h)
+        (gm,) = at.grad(loss, [m])
+    dx = next(n for n in gr.nodes if n.meta.get("shortcut"))
+    (total,) = [n for n in gr.nodes if n.op == "add" and dx.id in n.inputs]
+    feeds = {x: rng.standard_normal((4, 8)), m: rng.standard_normal((8, 8))}
+    for outs, summed in (([gm.node_id], True), ([gm.node_id, dx.id], False), ([gm.node_id, total.id], False)):
+        plan = wgpu_backend.compile(gr, outs)
+        assert any(d.entry.endswith("_plus") for d in plan.dispatches) == summed, (outs, plan.dispatches)
+    run_both([gm], feeds, "the gradient through a summed shortcut")

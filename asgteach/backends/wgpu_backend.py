@@ -64,7 +64,7 @@ from ..ops.registry import spec
 from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_batch import Launch, plan_launches
-from .wgpu_device import Gpu, check_available, describe, gpu, shaders_stamp  # noqa: F401 - check_available/describe: API
+from .wgpu_device import Gpu, check_available, describe, gpu, map_for_reading, shaders_stamp  # noqa: F401 - API
 from .wgpu_kernels import Dispatch
 from .wgpu_lower import _bind_entries, _in_place_rewrite, _lower
 from .wgpu_lower import nbytes as _nbytes
@@ -138,6 +138,11 @@ class Plan:
         self._chain_at = low.chain_at        # chain root -> the index of its dispatch
         self._node_sources = dict(low.node_sources)
         self._indexing = [nodes[i] for i in low.indexing]
+        self._id_bounds: list | None = None
+        self._leaf_ids = frozenset(n.id for n in self.leaves)
+        self._fixed_written = False   # constants and the values of empty inputs: written at the first run
+        self._read_end: int | None = None   # bytes of the staging buffer a run maps (outputs read back)
+        self._read_back: list | None = None   # (output index, node, staging offset) of those outputs
         self.bytes_owned, self.bytes_pooled = low.bytes_owned, low.bytes_pooled
         self._scratch_bytes = low.scratch_bytes
 
@@ -270,6 +275,7 @@ class Plan:
             pairs.append((nid, pid))
         self._updates = pairs
         self._device_only = {nid for nid, _ in pairs}
+        self._read_end = self._read_back = None
         self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
         self.launches = self._plan_launches()   # the chains changed: batch them again (compiling starts now)
@@ -374,13 +380,17 @@ class Plan:
         The ops that read ids say how many rows there are (``OpSpec.index_bound``); the
         ids checked are their integer inputs whose values are known here (fed or constant).
         """
-        for n in self._indexing:
-            v = spec(n.op).index_bound(tuple(self.graph.nodes[i].shape for i in n.inputs), **n.attrs)
-            for i in n.inputs:
-                if self.graph.nodes[i].dtype != "int":
-                    continue
+        if self._id_bounds is None:   # (the bounds depend on shapes only: worked out at the first run)
+            nodes = self.graph.nodes
+            self._id_bounds = [(n, spec(n.op).index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs),
+                                [i for i in n.inputs if nodes[i].dtype == "int"]) for n in self._indexing]
+        for n, v, ids in self._id_bounds:
+            for i in ids:
                 val = given.get(i, self.graph.constants.get(i))
-                if val is not None and np.size(val) and (np.min(val) < 0 or np.max(val) >= v):
+                if val is None or not np.size(val):
+                    continue
+                val = np.asarray(val)
+                if val.min() < 0 or val.max() >= v:
                     raise KernelError(
                         f"{n.op} (node #{n.id} '{n.name}'): ids must lie in 0..{v - 1} (the table has {v} rows); "
                         f"got {np.asarray(val)[(np.asarray(val) < 0) | (np.asarray(val) >= v)][:5].tolist()}\n"
@@ -388,6 +398,33 @@ class Plan:
                     )
 
     def _upload(self, given: dict[int, Any], stats: dict[str, int]) -> None:
+        queue = self.gpu.device.queue
+        if not self._fixed_written:
+            self._upload_fixed(stats)
+        missing = self._leaf_ids - given.keys() - self._on_device
+        if missing:
+            raise missing_feed_error(self.graph, next(n for n in self.leaves if n.id in missing), self.outputs)
+        for nid in given.keys() & self._leaf_ids:
+            node, value = self.graph.nodes[nid], given[nid]
+            prev = self._uploaded.get(nid)
+            if prev is not None and prev[0] is value and nid in self._on_device:
+                host = prev[1]
+                if host is None or np.array_equal(host, value):
+                    continue   # same object, unchanged: the device copy is current
+            arr = self._host_array(node, value)
+            if arr.nbytes:
+                queue.write_buffer(self.buffers[nid], 0, arr)
+            readonly = isinstance(value, np.ndarray) and not value.flags.writeable
+            self._uploaded[nid] = (value, None if readonly else np.array(value, copy=True))
+            self._on_device.add(nid)
+            stats["uploads"] += 1
+            stats["upload_bytes"] += arr.nbytes
+        # a parameter updated on the device no longer matches the host array it came from
+        for _, pid in self._updates:
+            self._uploaded.pop(pid, None)
+
+    def _upload_fixed(self, stats: dict[str, int]) -> None:
+        """Constants and the values of empty inputs: written once, at the first run."""
         queue = self.gpu.device.queue
         for nid, arr in self._fixed.items():   # values of empty inputs: written once, like constants
             if nid not in self._on_device:
@@ -404,28 +441,7 @@ class Plan:
                 self._on_device.add(node.id)
                 stats["uploads"] += 1
                 stats["upload_bytes"] += arr.nbytes
-        for node in self.leaves:
-            if node.id not in given:
-                if node.id in self._on_device:
-                    continue
-                raise missing_feed_error(self.graph, node, self.outputs)
-            value = given[node.id]
-            prev = self._uploaded.get(node.id)
-            if prev is not None and prev[0] is value and node.id in self._on_device:
-                host = prev[1]
-                if host is None or np.array_equal(host, value):
-                    continue   # same object, unchanged: the device copy is current
-            arr = self._host_array(node, value)
-            if arr.nbytes:
-                queue.write_buffer(self.buffers[node.id], 0, arr)
-            readonly = isinstance(value, np.ndarray) and not value.flags.writeable
-            self._uploaded[node.id] = (value, None if readonly else np.array(value, copy=True))
-            self._on_device.add(node.id)
-            stats["uploads"] += 1
-            stats["upload_bytes"] += arr.nbytes
-        # a parameter updated on the device no longer matches the host array it came from
-        for _, pid in self._updates:
-            self._uploaded.pop(pid, None)
+        self._fixed_written = True
 
     def run(
         self,
@@ -457,9 +473,11 @@ class Plan:
         # encoding time then overlaps GPU time instead of adding to it
         self._recorded = self._record()
         # map only the part of the staging buffer that holds outputs we read back
-        end = max([off + _nbytes(self.graph.nodes[nid]) for nid, off in zip(self.outputs, self._out_offsets)
-                   if nid not in self._device_only] or [16])
-        self.staging.map_sync(self.gpu.wgpu.MapMode.READ, 0, end)   # waits for the GPU: the one host sync
+        if self._read_end is None:
+            self._read_end = max([off + _nbytes(self.graph.nodes[nid]) for nid, off in zip(self.outputs,
+                                  self._out_offsets) if nid not in self._device_only] or [16])
+        end = self._read_end
+        map_for_reading(self.staging, end)   # waits for the GPU: the one host sync
         stats["host_syncs"] += 1
         # Each output is copied out of the mapped memory into an array of its own (the caller's:
         # writable, sharing memory with nothing else, not even with another output of this run),
@@ -474,21 +492,20 @@ class Plan:
         self.totals["runs"] += 1
         for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
             self.totals[k] += stats[k]
-        if on_nan != "ignore" and any(o is not None and o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+        if on_nan != "ignore" and any(n.dtype == "float" and np.isnan(outs[k]).any() for k, n, _ in self._read_back):
             self._explain_nan(all_feeds, on_nan)
         return outs
 
     def _copy_outputs(self, raw: np.ndarray) -> list[np.ndarray | None]:
         """Each requested output, copied out of the staging bytes (``None`` for device-only ones)."""
-        outs: list[np.ndarray | None] = []
-        for nid, off in zip(self.outputs, self._out_offsets):
-            n = self.graph.nodes[nid]
-            if nid in self._device_only:
-                outs.append(None)
-                continue
+        if self._read_back is None:   # (k, node, staging offset) of the outputs a run reads back
+            self._read_back = [(k, self.graph.nodes[nid], off) for k, (nid, off)
+                               in enumerate(zip(self.outputs, self._out_offsets)) if nid not in self._device_only]
+        outs: list[np.ndarray | None] = [None] * len(self.outputs)
+        for k, n, off in self._read_back:
             v = raw[off:off + n.size * 4]
-            outs.append(v.view(np.int32).astype(np.int64).reshape(n.shape) if n.dtype == "int"
-                        else v.view(np.float32).reshape(n.shape).copy())
+            outs[k] = (v.view(np.int32).astype(np.int64).reshape(n.shape) if n.dtype == "int"
+                       else v.view(np.float32).reshape(n.shape).copy())
         return outs
 
     def _explain_nan(self, feeds: Mapping[Any, Any], on_nan: str) -> None:

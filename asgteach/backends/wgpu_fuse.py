@@ -179,6 +179,7 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
                 f.bias_add[add] = n.id
                 f.alias[add] = n.id
                 f.skip.add(add)
+    _shortcut_sums(g, compute, readers, outs, f)
     _plan_chains(g, compute, outs, readers, f, max_buffers)
     for n in compute:   # sum(a * b), mean(a * b): the reduction multiplies while it reads
         if not reduces_by_adding(n) or n.id in f.skip:
@@ -193,6 +194,34 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             f.skip.add(x.id)
             f.read_through[x.id] = n.id
     return f
+
+
+def _shortcut_sums(g: Graph, compute: list[Node], readers: dict[int, list[Node]], outs: set[int], f: Fusion) -> None:
+    """``layer_norm_dx(...) + r``: the shortcut's kernel adds r as it writes dx, and the add runs no kernel.
+
+    A residual block's input gets its gradient from two paths, the skip connection (r) and the
+    LayerNorm in front of the branch (dx), so the backward graph adds them. When dx is read only by
+    that add and r is computed before the shortcut's kernel runs, that kernel stores dx + r (the
+    same sum, one rounding) into its own buffer, which the add's readers then read.
+    """
+    order = {n.id: k for k, n in enumerate(compute)}
+    for n in compute:
+        if n.op != "add" or n.id in outs or n.id in f.skip or n.dtype != "float" \
+                or any(g.nodes[i].shape != n.shape for i in n.inputs) or n.inputs[0] == n.inputs[1]:
+            continue
+        for s, r in (n.inputs, n.inputs[::-1]):
+            if f.shortcuts.get(s, ("",))[0] != "layer_norm_dx" or s in outs or s in f.resid \
+                    or [x.id for x in readers.get(s, [])] != [n.id]:
+                continue
+            owner = f.root(r)
+            if g.nodes[r].dtype != "float" or r in f.provided_by or \
+                    not (spec(g.nodes[owner].op).leaf or order.get(owner, len(order)) < order[s]):
+                continue
+            f.resid[s] = r
+            f.bias_add[n.id] = s
+            f.alias[n.id] = s
+            f.skip.add(n.id)
+            break
 
 
 def _out_view(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int]) -> tuple | None:

@@ -394,15 +394,17 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
                      {1: x.id, 2: node.id}, groups)]
 
 
-def _layer_norm(g: Graph, node: Node, xhat: int | None = None) -> list[Dispatch]:
-    """layer_norm, or layer_norm_dx (``xhat``: also write x_hat into that node's buffer)."""
+def _layer_norm(g: Graph, node: Node, xhat: int | None = None, plus: int | None = None) -> list[Dispatch]:
+    """layer_norm, or layer_norm_dx (``xhat``: also write x_hat into that node's buffer; ``plus``: a buffer
+    of dx's shape added to dx as it is written)."""
     d = node.shape[-1]
     rows = node.size // max(d, 1)
     words = _params(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
     if node.op == "layer_norm_dx":
         gy, x, w = node.inputs
-        entry = "layer_norm_dx" if xhat is None else "layer_norm_dx_xhat"
-        binds = {1: x, 2: w, 5: gy, 6: node.id} | ({} if xhat is None else {7: xhat})
+        entry = ("layer_norm_dx" if xhat is None else "layer_norm_dx_xhat") + ("" if plus is None else "_plus")
+        binds = {1: x, 2: w, 5: gy, 6: node.id} | ({} if xhat is None else {7: xhat}) \
+            | ({} if plus is None else {8: plus})
         return [Dispatch(node, ("layer_norm", "f32", entry), family_source("layer_norm"), entry, words, binds,
                          groups_for(rows), stores=() if xhat is None else (7,))]
     x, w, b = node.inputs
@@ -609,7 +611,8 @@ def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, o
     ``product`` (sum, mean, sum_to only): the reduced value is the product of these two buffers.
     ``bias`` (matmul only): a (N,) buffer added to every row of the result as it is stored; ``resid``: a buffer
     of the result's shape added too.
-    ``stores`` (layer_norm_dx only): {"xhat": node} to write x_hat into that node's buffer as well.
+    ``stores`` (layer_norm_dx only): {"xhat": node} to write x_hat into that node's buffer as well; ``resid``
+    (layer_norm_dx too): a buffer of dx's shape added to dx as it is written.
     """
     if node.size == 0:
         return []
@@ -618,7 +621,7 @@ def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, o
     if product is not None:
         return _reduce(g, node, product)
     if family == "layer_norm":
-        return _layer_norm(g, node, (stores or {}).get("xhat"))
+        return _layer_norm(g, node, (stores or {}).get("xhat"), resid)
     fn = _FAMILIES.get(family)
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")

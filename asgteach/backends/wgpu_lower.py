@@ -67,8 +67,9 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             op, inputs, attrs = fusion.shortcuts[n.id]
             stand_in = Node(n.id, op, tuple(root(i) for i in inputs), attrs, n.shape, n.dtype, n.name, n.phase,
                             n.source)
-            ds = lower(graph, stand_in, spec(op).wgsl, tile, stores=fusion.provides.get(n.id))
-            reads[n.id] = list(stand_in.inputs)
+            plus = root(fusion.resid[n.id]) if n.id in fusion.resid else None   # (+ r: wgpu_fuse._shortcut_sums)
+            ds = lower(graph, stand_in, spec(op).wgsl, tile, stores=fusion.provides.get(n.id), resid=plus)
+            reads[n.id] = list(stand_in.inputs) + ([plus] if plus is not None else [])
         elif n.id in fusion.chains:
             chain = fusion.chains[n.id]
             d, header = chain_dispatch(graph, chain, {i: root(i) for i in chain_leaves(graph, chain.members)})
@@ -126,6 +127,12 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel: its only use was node #{k}, which one kernel "
                 f"computes from other nodes (below)\n", *sources.get(k, ()))
+        elif n.id in fusion.bias_add and fusion.bias_add[n.id] in fusion.shortcuts:
+            k = fusion.bias_add[n.id]
+            sources[n.id] = (
+                f"// {n.op} (node #{n.id}) runs no kernel of its own: the {fusion.shortcuts[k][0]} kernel of node "
+                f"#{k} below adds node #{fusion.resid[k]} (binding 8) as it writes its result, into its own buffer, "
+                f"which this node's readers read\n", *sources.get(k, ()))
         elif n.id in fusion.bias_add:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the matmul of node #{fusion.bias_add[n.id]} "
