@@ -68,52 +68,6 @@ fn dx_at(base: u32, j: u32, r: vec4<f32>) -> vec2<f32> {
     return vec2<f32>(r.y * (g[base + j] * w[j] - r.z - xh * r.w), xh);
 }
 
-// The same rule with the row in registers, for rows of at most RK * WG elements (every
-// transformer's): thread li keeps elements li, li + WG, li + 2 WG, ... of x and of a = g * w,
-// reads each once, and computes the four row numbers and then dx from its registers. The
-// loop version above reads the row four times, each read waiting on the one before.
-const RK: u32 = 8u;
-var<workgroup> sv2: array<vec2<f32>, 128>;
-
-fn wg_sum2(li: u32, v: vec2<f32>) -> vec2<f32> {
-    sv2[li] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (li < s) { sv2[li] += sv2[li + s]; }
-        workgroupBarrier();
-    }
-    let r = sv2[0];
-    workgroupBarrier();
-    return r;
-}
-
-struct DxRegs { dx: array<f32, 8>, xh: array<f32, 8> }
-
-fn dx_regs(base: u32, D: u32, li: u32) -> DxRegs {
-    var out: DxRegs;
-    var a: array<f32, 8>;
-    var s = 0.0;
-    for (var k = 0u; k < RK; k++) {
-        let j = li + k * WG;
-        if (j < D) { out.xh[k] = x[base + j]; a[k] = g[base + j] * w[j]; s += out.xh[k]; }
-    }
-    let mu = wg_sum(li, s) / f32(D);
-    var s2 = 0.0;
-    for (var k = 0u; k < RK; k++) {
-        if (li + k * WG < D) { let d = out.xh[k] - mu; s2 += d * d; }
-    }
-    let rstd = 1.0 / sqrt(wg_sum(li, s2) / f32(D) + pf(2u));
-    var m = vec2<f32>(0.0);
-    for (var k = 0u; k < RK; k++) {
-        if (li + k * WG < D) { out.xh[k] = (out.xh[k] - mu) * rstd; m += vec2<f32>(a[k], a[k] * out.xh[k]); }
-    }
-    m = wg_sum2(li, m) / f32(D);   // (mean(a), mean(a x_hat))
-    for (var k = 0u; k < RK; k++) {
-        if (li + k * WG < D) { out.dx[k] = rstd * (a[k] - m.x - out.xh[k] * m.y); }
-    }
-    return out;
-}
-
 @compute @workgroup_size(128)
 fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) li: u32) {
@@ -121,11 +75,6 @@ fn layer_norm_dx(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    if (D <= RK * WG) {
-        let v = dx_regs(base, D, li);
-        for (var k = 0u; k < RK; k++) { let j = li + k * WG; if (j < D) { dx[base + j] = v.dx[k]; } }
-        return;
-    }
     let r = dx_row(base, D, li);
     for (var j = li; j < D; j += WG) { dx[base + j] = dx_at(base, j, r).x; }
 }
@@ -137,14 +86,6 @@ fn layer_norm_dx_xhat(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    if (D <= RK * WG) {
-        let v = dx_regs(base, D, li);
-        for (var k = 0u; k < RK; k++) {
-            let j = li + k * WG;
-            if (j < D) { dx[base + j] = v.dx[k]; xhat_out[base + j] = v.xh[k]; }
-        }
-        return;
-    }
     let r = dx_row(base, D, li);
     for (var j = li; j < D; j += WG) {
         let v = dx_at(base, j, r);
@@ -162,11 +103,6 @@ fn layer_norm_dx_plus(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    if (D <= RK * WG) {
-        let v = dx_regs(base, D, li);
-        for (var k = 0u; k < RK; k++) { let j = li + k * WG; if (j < D) { dx[base + j] = v.dx[k] + plus[base + j]; } }
-        return;
-    }
     let r = dx_row(base, D, li);
     for (var j = li; j < D; j += WG) { dx[base + j] = dx_at(base, j, r).x + plus[base + j]; }
 }
@@ -178,14 +114,6 @@ fn layer_norm_dx_xhat_plus(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_w
     if (row >= pu(0u)) { return; }
     let D = pu(1u);
     let base = row * D;
-    if (D <= RK * WG) {
-        let v = dx_regs(base, D, li);
-        for (var k = 0u; k < RK; k++) {
-            let j = li + k * WG;
-            if (j < D) { dx[base + j] = v.dx[k] + plus[base + j]; xhat_out[base + j] = v.xh[k]; }
-        }
-        return;
-    }
     let r = dx_row(base, D, li);
     for (var j = li; j < D; j += WG) {
         let v = dx_at(base, j, r);
