@@ -23,13 +23,17 @@
 
 {{OPS}}
 
+// Each thread computes {{ELEMS}} elements, 256 apart (so the threads of a workgroup still read
+// neighbouring elements side by side). All of its loads come first, then the arithmetic, then
+// the stores: its {{ELEMS}} reads wait on memory together instead of one after another. (A
+// thread past the end reads the last element again and stores nothing.)
 @compute @workgroup_size(256)
 fn fused(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) li: u32) {
-    let i = group_index(wid, nwg) * 256u + li;
-    if (i >= pu(0u)) { return; }
-{{OFFSETS}}
+    let first = group_index(wid, nwg) * (256u * {{ELEMS}}u) + li;
+    if (first >= pu(0u)) { return; }
+    let last = pu(0u) - 1u;
 {{LOADS}}
 {{BODY}}
-    out[i] = {{RESULT}};
+{{STORES}}
 }

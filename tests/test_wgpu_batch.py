@@ -107,3 +107,26 @@ def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None
     plan.bind_updates({})
     assert plan.launches is not None and _batches(plan)
     plan._launch_commands()   # (collects the pipelines bind_updates started compiling)
+
+
+def test_a_large_update_alone_writes_in_place_four_elements_per_thread() -> None:
+    """One big weight (300 000 numbers) and no bias: its AdamW chain runs alone, on the large-chain
+    kernel (four elements per thread), reading p, m and v from the buffers it writes."""
+    results = {}
+    for backend in ("numpy", "wgpu"):
+        with at.Graph():
+            x = at.input("x", (16, 600))
+            w = at.parameter("w", (600, 500))
+            loss = at.mean(at.tanh(x @ w) ** 2)
+            tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend=backend, seed=1)
+        feeds = {x: np.random.default_rng(2).standard_normal((16, 600)).astype(np.float32)}
+        results[backend] = ([tr.train_step(feeds) for _ in range(3)], np.asarray(tr.params["w"]), tr)
+    plan = results["wgpu"][2].plan
+    update = [d for d in plan.dispatches if d.entry == "fused" and d.node.size == 300_000]
+    assert len(update) == 1 and "let i_3 = min(first + 768u, last);" in update[0].source
+    assert "(written into node" in plan.shader_for(update[0].node.id)
+    np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
+    # Adam moves an element whose gradient is almost 0 by lr * m / (sqrt(v) + eps), where float32's rounding
+    # of that tiny g matters: 22 of the 300 000 differ by up to 2e-4 (lr is 1e-2), one element per thread too
+    np.testing.assert_allclose(results["wgpu"][1], results["numpy"][1], rtol=2e-4, atol=5e-4)
+    assert np.mean(np.abs(results["wgpu"][1] - results["numpy"][1]) > 2e-5) < 1e-3

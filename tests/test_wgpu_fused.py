@@ -262,3 +262,22 @@ def test_an_update_read_by_its_own_kernel_may_still_be_in_place() -> None:
         want, nxt = at.run([late, p_new], {x: X, p: cur}, backend="numpy")
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         cur = nxt
+
+
+def test_a_large_chain_computes_four_elements_per_thread_and_its_tail() -> None:
+    """From ``ELEMS_FROM`` elements on a chain's thread loads four elements (256 apart) before it
+    computes any: a broadcast row, a value read in place, a stored intermediate and the last partial
+    workgroup (270 900 elements is no multiple of 1024) must all come out as numpy's."""
+    from asgteach.backends.wgpu_chain import ELEMS, ELEMS_FROM
+
+    shape = (3, 300, 301)
+    assert np.prod(shape) >= ELEMS_FROM and np.prod(shape) % (256 * ELEMS)
+    with at.Graph():
+        a, b = at.input("a", shape), at.input("b", shape)
+        row = at.input("row", (301,))
+        mid = at.tanh(a * row + 0.5)
+        out = mid * b - at.exp(-a)
+    feeds = {a: _u(shape, 1), b: _u(shape, 2), row: _u((301,), 3)}
+    plan = _plan_and_check([out, mid], feeds, "a large chain, four elements per thread")
+    (d,) = [d for d in plan.dispatches if d.entry == "fused"]
+    assert "let i_3 = min(first + 768u, last);" in d.source and "st0[i_3]" in d.source

@@ -40,6 +40,8 @@ from .wgpu_kernels import (NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, col
 __all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaves"]
 
 MAX_INPUTS = 7        # storage buffers a kernel may bind on a WebGPU-default device (8), one is the output
+ELEMS = 4             # elements per thread of a large chain's kernel (256 apart: see fused.wgsl) ...
+ELEMS_FROM = 1 << 18  # ... from this many elements on (a small one keeps one per thread: more threads)
 _WORDS = 64           # the uniform block of one dispatch
 _HEADER = 4           # words 0..3: numel, (unused), NaN bits, (unused)
 
@@ -224,7 +226,8 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     body += [f"    st{j}[i] = v{pos[m]};   // an output too" for j, m in enumerate(chain.stores)]
     parts = dict(INPUTS="\n".join(inputs), OPS="\n".join(ops.values()), OFFSETS="\n".join(offsets),
                  LOADS="\n".join(loads), BODY="\n".join(body), RESULT=f"v{pos[chain.root]}")
-    source = family_source("fused", MATH=shader_text("elementwise_math"), **parts)
+    elems = ELEMS if root.size >= ELEMS_FROM else 1
+    source = _source(parts, elems)
     digest = hashlib.sha1(source.encode()).hexdigest()
     label = "+".join(g.nodes[m].op for m in chain.members)
     def home(m: int) -> int:   # the buffer an output member is written to
@@ -235,7 +238,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
                                   for b, leaf in enumerate(lay.buffers) if leaf not in reads_from}}
     binds.update({2 + nb + j: home(m) for j, m in enumerate(chain.stores)})
     d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
-                 groups_for(math.ceil(root.size / WG_LINEAR)),
+                 groups_for(math.ceil(root.size / (WG_LINEAR * elems))),
                  stores=tuple(2 + nb + j for j in range(len(chain.stores))), parts=parts)
     names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" + (" (written: an output)" if m in chain.stores else "")
              + (f" (written into node #{inplace[m]}'s buffer: updated in place)" if m in inplace else "")
@@ -246,3 +249,26 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     header = (f"// ONE kernel computes {len(chain.members)} elementwise nodes (fused chain of node #{root.id}):\n"
               + "".join(f"//   {line}\n" for line in names))
     return d, header
+
+
+_PER_ELEMENT = re.compile(r"\b(i|rest|[orxsv]\d+)\b")
+
+
+def _source(parts: dict[str, str], elems: int) -> str:
+    """fused.wgsl filled for ``elems`` elements per thread: every element's loads, then every element's
+    arithmetic, then the stores (element e's names end in _e: ``i_2``, ``v3_2``...)."""
+    def each(text: str, e: int) -> str:
+        return _PER_ELEMENT.sub(lambda m: f"{m.group(1)}_{e}", text)
+
+    compute = [line for line in parts["BODY"].splitlines() if "// an output too" not in line]
+    stored = [line for line in parts["BODY"].splitlines() if "// an output too" in line]
+    loads, body, stores = [], [], []
+    for e in range(elems):
+        loads.append(f"    let i_{e} = min(first + {e * WG_LINEAR}u, last);")
+        loads += [each(x, e) for x in (parts["OFFSETS"], parts["LOADS"]) if x]
+        body += [each(x, e) for x in compute]
+        lines = [f"    out[i] = {parts['RESULT']};", *stored]
+        stores.append(f"    if (first + {e * WG_LINEAR}u <= last) {{\n"
+                      + "\n".join("    " + each(x, e) for x in lines) + "\n    }")
+    return family_source("fused", MATH=shader_text("elementwise_math"), INPUTS=parts["INPUTS"], OPS=parts["OPS"],
+                         ELEMS=elems, LOADS="\n".join(loads), BODY="\n".join(body), STORES="\n".join(stores))
