@@ -11,8 +11,8 @@ leaving those 70 launches out of a training step saved 0.73 ms of its 11.4 ms, a
 The cure (PyTorch's "foreach" optimizers do the same) is one launch for many such
 kernels. Chains join one batch when
 
-* they run the same generated kernel (the same ``key``: same ops, same wiring), each for
-  its own parameter;
+* they run the same generated code (the same template parts: same ops, same wiring), each
+  for its own parameter;
 * no member writes a buffer that another member reads or writes, so the order in which
   their threads run does not matter (the memory plan may have given a buffer read by one
   chain to the output of the next);
@@ -98,10 +98,14 @@ def plan_launches(dispatches: Sequence[Dispatch], buffer_of: Callable[[int], obj
         b = open_.pop(key)
         done.append((b.members[-1], b.members))
 
+    def kernel(d: Dispatch) -> tuple:   # chains whose slot code is the same (the one-chain kernels of a large
+        return (d.key[0], *sorted(d.parts.items()))   # and a small one differ, their parts do not)
+
     for k, d in enumerate(dispatches):
         reads, writes = _reads_writes(d, buffer_of)
         joined = None
-        b = open_.get(d.key) if d.parts is not None else None
+        key = kernel(d) if d.parts is not None else d.key
+        b = open_.get(key) if d.parts is not None else None
         if b is not None:
             n = len(b.members) + 1
             if not b.clashes(reads, writes) and n <= MAX_SLOTS and n * len(d.binds) <= max_storage \
@@ -109,14 +113,14 @@ def plan_launches(dispatches: Sequence[Dispatch], buffer_of: Callable[[int], obj
                 b.members.append(k)
                 b.reads |= reads
                 b.writes |= writes
-                joined = d.key
+                joined = key
             else:
-                close(d.key)
-        for key in [key for key, ob in open_.items() if key != joined and ob.clashes(reads, writes)]:
-            close(key)   # k must run after this batch's members: the batch runs before k
+                close(key)
+        for other in [o for o, ob in open_.items() if o != joined and ob.clashes(reads, writes)]:
+            close(other)   # k must run after this batch's members: the batch runs before k
         if joined is None:
             if d.parts is not None:
-                open_[d.key] = _Open([k], reads, writes)
+                open_[key] = _Open([k], reads, writes)
             else:
                 done.append((k, [k]))
     for key in list(open_):
@@ -145,7 +149,7 @@ def _slot_text(text: str, s: int, base: int, stride: int) -> str:
 def batched_dispatch(members: Sequence[Dispatch], align: int) -> Dispatch:
     """ONE dispatch running ``members`` (fused chains of the same kernel) as the slots of fused_batch.wgsl."""
     parts = members[0].parts
-    assert parts is not None and all(m.key == members[0].key for m in members)
+    assert parts is not None and all(m.parts == parts for m in members)
     count = len(members)
     stride = max(members[0].binds)   # bindings 1..stride of a chain (0 is its uniform block)
     words = align // 4
