@@ -57,7 +57,8 @@ def test_a_chain_that_reads_what_its_neighbour_wrote_is_not_in_its_batch() -> No
         class N:
             id = nid
         d = Dispatch(N(), ("fused", "f32", kernel), "", "fused", np.zeros(64, np.uint32),
-                     {1: writes, **{2 + k: r for k, r in enumerate(reads)}}, (1, 1, 1), parts={"BODY": kernel} if chain else None)
+                     {1: writes, **{2 + k: r for k, r in enumerate(reads)}}, (1, 1, 1),
+                     parts={"BODY": kernel} if chain else None)
         calls.append(d)
         return d
 
