@@ -27,6 +27,7 @@
 //   40 LP: threads per row of the *_wg sums (0: 256)
 
 @group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> x4: array<vec4<f32>>;   // the same buffer, 4 floats at a time (sum_cols4)
 @group(0) @binding(2) var<storage, read_write> out: array<u32>;
 
 const WG: u32 = 256u;
@@ -151,6 +152,38 @@ fn sum_cols(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
 
 // One element of what is reduced (the product variant reads x[i] * y[i] here).
 fn x_at(i: u32) -> f32 { return x[i]; }
+
+// sum_cols for a (rows, n_out) matrix whose row length is a multiple of 4 (every bias gradient):
+// a thread reads four neighbouring columns as one vec4, so each of its loads brings 16 bytes, and
+// it writes the four partial sums. (P and the chunk are sum_cols's words 7 and 6; word 1 the rows.)
+@compute @workgroup_size(256)
+fn sum_cols4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) li: u32) {
+    let t = group_index(wid, nwg) * WG + li;
+    let n4 = pu(0u) / 4u;
+    if (t >= n4 * pu(7u)) { return; }
+    let o4 = t % n4;
+    let p = t / n4;
+    let r0 = p * pu(6u);
+    let r1 = min(pu(1u), r0 + pu(6u));
+    var a = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0));
+    var r = r0;
+    for (; r + 4u <= r1; r += 4u) {   // four rows' loads in flight, as in sum_cols
+        a[0] += x4_at(r * n4 + o4);
+        a[1] += x4_at((r + 1u) * n4 + o4);
+        a[2] += x4_at((r + 2u) * n4 + o4);
+        a[3] += x4_at((r + 3u) * n4 + o4);
+    }
+    var acc = (a[0] + a[1]) + (a[2] + a[3]);
+    for (; r < r1; r++) { acc += x4_at(r * n4 + o4); }
+    let P = pu(7u);
+    out[(4u * o4) * P + p] = bitcast<u32>(acc.x);
+    out[(4u * o4 + 1u) * P + p] = bitcast<u32>(acc.y);
+    out[(4u * o4 + 2u) * P + p] = bitcast<u32>(acc.z);
+    out[(4u * o4 + 3u) * P + p] = bitcast<u32>(acc.w);
+}
+
+fn x4_at(i: u32) -> vec4<f32> { return x4[i]; }
 
 @compute @workgroup_size(256)
 fn sum_t(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -58,7 +58,7 @@ def test_a_chain_that_reads_what_its_neighbour_wrote_is_not_in_its_batch() -> No
             id = nid
         d = Dispatch(N(), ("fused", "f32", kernel), "", "fused", np.zeros(64, np.uint32),
                      {1: writes, **{2 + k: r for k, r in enumerate(reads)}}, (1, 1, 1),
-                     parts={"BODY": kernel} if chain else None)
+                     parts={"BODY": kernel} if chain else None, batch="chain" if chain else None)
         calls.append(d)
         return d
 
@@ -131,3 +131,22 @@ def test_a_large_update_alone_writes_in_place_four_elements_per_thread() -> None
     # of that tiny g matters: 22 of the 300 000 differ by up to 2e-4 (lr is 1e-2), one element per thread too
     np.testing.assert_allclose(results["wgpu"][1], results["numpy"][1], rtol=2e-4, atol=5e-4)
     assert np.mean(np.abs(results["wgpu"][1] - results["numpy"][1]) > 2e-5) < 1e-3
+
+
+def test_split_sums_last_stages_wait_and_run_as_one_launch() -> None:
+    """Bias-like gradients (long sums over leading axes: two stages) read only at the end: their second
+    stages run together in ONE sum_batch launch, and every sum is still numpy's."""
+    rng = np.random.default_rng(4)
+    with at.Graph() as g:
+        xs = [at.input(f"x{k}", (300, n)) for k, n in enumerate((64, 7, 130))]
+        sums = [at.sum_to(at.tanh(x), (x.shape[1],)) for x in xs]
+        means = [at.mean(at.exp(-x * x), axis=0) for x in xs]   # (a mean's second stage divides: not batched)
+        total = sum(at.sum(s_ * s_) for s_ in sums)
+    feeds = {x: rng.standard_normal(x.shape) for x in xs}
+    outs = [total, *sums[:1], *means]
+    plan = wgpu_backend.compile(g, [o.node_id for o in outs])
+    batches = _batches(plan)
+    assert [la.dispatch.entry for la in batches] == ["sum_batch"] and batches[0].count == 3, \
+        [(d.entry, d.batch) for d in plan.dispatches]
+    assert "the last stage of this sum" in plan.shader_for(sums[1])
+    run_both(outs, feeds, "split sums with their last stages batched")

@@ -49,6 +49,20 @@ def test_sums_over_leading_axes_into_few_outputs(shape) -> None:
         assert "sum_cols" in _entries(outs), "a long sum over leading axes takes the column pass"
 
 
+@pytest.mark.parametrize("shape", [(1000, 36), (4099, 4), (7, 301, 512), (67, 8)])
+def test_column_sums_of_rows_a_multiple_of_4_long_read_four_columns_at_a_time(shape) -> None:
+    """sum_cols4: a vec4 per load; row counts that leave a tail of a chunk and of the 4-row unroll."""
+    with at.Graph():
+        x, y = at.input("x", shape), at.input("y", shape)
+        lead = tuple(range(len(shape) - 1))
+        outs = [at.ops.sum_to(x, shape[-1:]), at.sum(x, axis=lead), at.ops.sum_to(x * y, shape[-1:])]
+    run_both(outs, {x: _u(shape, 6), y: _u(shape, 7)}, f"columns by fours {shape}")
+    plan = wgpu_backend.compile(outs[0].graph, [o.node_id for o in outs])
+    variants = [d.key[2] for d in plan.dispatches if d.entry.startswith("sum_cols")]
+    assert variants and all(v.startswith("sum_cols4") for v in variants), variants
+    assert any(v.endswith(":product") for v in variants)
+
+
 def test_column_sums_propagate_nan_like_numpy() -> None:
     X = _u((500, 6), 3)
     X[123, 4] = np.nan
@@ -65,7 +79,7 @@ def test_sum_over_leading_axes_of_a_product_reads_both_factors_in_the_column_pas
         s = at.ops.sum_to(a * b, (37,))
     run_both([s], {a: _u(a.shape, 4), b: _u(b.shape, 5)}, "sum_to(a * b)")
     plan = wgpu_backend.compile(s.graph, [s.node_id])
-    assert any(d.entry == "sum_cols" and d.key[2].endswith(":product") for d in plan.dispatches)
+    assert any(d.entry == "sum_cols" and d.key[2].endswith(":product") for d in plan.dispatches)   # (37 columns)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 2100), (1, 2, 4096), (3, 2049)])

@@ -243,9 +243,14 @@ class Plan:
             roots = [self.dispatches[k].node.id for k in la.members]
             if la.count > 1 and root in roots:
                 others = ", ".join(f"#{r}" for r in roots if r != root)
-                note = (f"// launched in a batch: ONE dispatch runs this kernel's code for {la.count} chains of the "
-                        f"same structure (this one and those of nodes {others}), each as a slot with its own "
-                        f"buffers (shaders/fused_batch.wgsl, asgteach/backends/wgpu_batch.py)\n")
+                if la.dispatch.entry == "sum_batch":
+                    note = (f"// launched in a batch: the last stage of this sum (adding up its partial sums) runs in "
+                            f"ONE dispatch with those of {la.count - 1} other sums (nodes {others}), where the "
+                            f"last of them was (shaders/sum_batch.wgsl, asgteach/backends/wgpu_batch.py)\n")
+                else:
+                    note = (f"// launched in a batch: ONE dispatch runs this kernel's code for {la.count} chains of "
+                            f"the same structure (this one and those of nodes {others}), each as a slot with its "
+                            f"own buffers (shaders/fused_batch.wgsl, asgteach/backends/wgpu_batch.py)\n")
                 return note + "".join(self._node_sources[nid])
         return "".join(self._node_sources[nid])
 

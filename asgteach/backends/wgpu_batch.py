@@ -59,13 +59,28 @@ class Launch:
 
 
 def _reads_writes(d: Dispatch, buffer_of: Callable[[int], object]) -> tuple[set, set]:
-    """The buffers ``d`` reads and writes. A chain writes binding 1 and its stores; any other kernel is
-    taken to write every buffer it binds (some write scratch buffers at other bindings)."""
+    """The buffers ``d`` reads and writes. A chain writes binding 1 and its stores, a split sum's last
+    stage binding 2; any other kernel is taken to write every buffer it binds (some write scratch
+    buffers at other bindings)."""
     every = {buffer_of(n) for n in d.binds.values()}
-    if d.parts is None:
+    if d.batch == "chain":
+        writes = {buffer_of(d.binds[1]), *(buffer_of(d.binds[b]) for b in d.stores)}
+    elif d.batch == "partials":
+        writes = {buffer_of(d.binds[2])}
+    else:
         return every, every
-    writes = {buffer_of(d.binds[1]), *(buffer_of(d.binds[b]) for b in d.stores)}
     return every - writes, writes
+
+
+def _kernel(d: Dispatch) -> tuple | None:
+    """What a dispatch can share a batch with (None: nothing). Chains with the same generated code (the
+    one-chain kernels of a large and of a small chain differ, their parts do not); every split sum's
+    last stage."""
+    if d.batch == "chain" and d.parts is not None:
+        return ("chain", *sorted(d.parts.items()))
+    if d.batch == "partials" and set(d.binds) == {1, 2}:
+        return ("partials",)
+    return None
 
 
 @dataclass
@@ -98,14 +113,11 @@ def plan_launches(dispatches: Sequence[Dispatch], buffer_of: Callable[[int], obj
         b = open_.pop(key)
         done.append((b.members[-1], b.members))
 
-    def kernel(d: Dispatch) -> tuple:   # chains whose slot code is the same (the one-chain kernels of a large
-        return (d.key[0], *sorted(d.parts.items()))   # and a small one differ, their parts do not)
-
     for k, d in enumerate(dispatches):
         reads, writes = _reads_writes(d, buffer_of)
         joined = None
-        key = kernel(d) if d.parts is not None else d.key
-        b = open_.get(key) if d.parts is not None else None
+        key = _kernel(d)
+        b = open_.get(key) if key is not None else None
         if b is not None:
             n = len(b.members) + 1
             if not b.clashes(reads, writes) and n <= MAX_SLOTS and n * len(d.binds) <= max_storage \
@@ -119,7 +131,7 @@ def plan_launches(dispatches: Sequence[Dispatch], buffer_of: Callable[[int], obj
         for other in [o for o, ob in open_.items() if o != joined and ob.clashes(reads, writes)]:
             close(other)   # k must run after this batch's members: the batch runs before k
         if joined is None:
-            if d.parts is not None:
+            if key is not None:
                 open_[key] = _Open([k], reads, writes)
             else:
                 done.append((k, [k]))
@@ -147,7 +159,10 @@ def _slot_text(text: str, s: int, base: int, stride: int) -> str:
 
 
 def batched_dispatch(members: Sequence[Dispatch], align: int) -> Dispatch:
-    """ONE dispatch running ``members`` (fused chains of the same kernel) as the slots of fused_batch.wgsl."""
+    """ONE dispatch running ``members`` (fused chains of the same code, or split sums' last stages) as the
+    slots of fused_batch.wgsl (sum_batch.wgsl)."""
+    if members[0].batch == "partials":
+        return _partials_dispatch(members, align)
     parts = members[0].parts
     assert parts is not None and all(m.parts == parts for m in members)
     count = len(members)
@@ -175,3 +190,23 @@ def batched_dispatch(members: Sequence[Dispatch], align: int) -> Dispatch:
     groups = groups_for(sum(math.ceil(int(m.params[0]) / WG_LINEAR) for m in members))
     return Dispatch(members[0].node, ("fused_batch", "f32", f"{label} x{count}:{digest}"), source, "fused_batch",
                     members[0].params, binds, groups, stores=stores)
+
+
+def _partials_dispatch(members: Sequence[Dispatch], align: int) -> Dispatch:
+    """ONE dispatch adding up the partial sums of every member (split sums' last stages): sum_batch.wgsl."""
+    count = len(members)
+    words = align // 4
+    decls, cases, stores = [], [], []
+    for s in range(count):
+        decls.append(f"@group(0) @binding({2 * s + 1}) var<storage, read> in_s{s}: array<f32>;\n"
+                     f"@group(0) @binding({2 * s + 2}) var<storage, read_write> out_s{s}: array<u32>;")
+        cases.append(f"            case {s}u: {{ for (var p = lane; p < p_n; p += 32u) "
+                     f"{{ acc += in_s{s}[o * p_n + p]; }} }}")
+        stores.append(f"            case {s}u: {{ out_s{s}[o] = bitcast<u32>(sv[li]); }}")
+    source = family_source("sum_batch", PARAM_VEC4S=count * align // 16, BINDINGS="\n".join(decls),
+                           CASES="\n".join(cases), STORES="\n".join(stores), WORDS=words, SLOTS=count)
+    digest = hashlib.sha1(source.encode()).hexdigest()
+    binds = {2 * s + b: m.binds[b] for s, m in enumerate(members) for b in (1, 2)}
+    groups = groups_for(sum(math.ceil(int(m.params[0]) / 8) for m in members))
+    return Dispatch(members[0].node, ("sum_batch", "f32", f"x{count}:{digest}"), source, "sum_batch",
+                    members[0].params, binds, groups, stores=tuple(2 * s + 2 for s in range(count)))

@@ -239,7 +239,7 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     binds.update({2 + nb + j: home(m) for j, m in enumerate(chain.stores)})
     d = Dispatch(root, ("fused", "f32", f"{label}:{digest}"), source, "fused", words, binds,
                  groups_for(math.ceil(root.size / (WG_LINEAR * elems))),
-                 stores=tuple(2 + nb + j for j in range(len(chain.stores))), parts=parts)
+                 stores=tuple(2 + nb + j for j in range(len(chain.stores))), parts=parts, batch="chain")
     names = [f"v{pos[m]} = node #{m} {g.nodes[m].op}" + (" (written: an output)" if m in chain.stores else "")
              + (f" (written into node #{inplace[m]}'s buffer: updated in place)" if m in inplace else "")
              for m in chain.members]

@@ -56,6 +56,8 @@ class Dispatch:
     scratch: dict[int, int] | None = None   # scratch id -> bytes, for multi-stage kernels
     stores: tuple[int, ...] = ()            # binding numbers that are WRITTEN besides 1 (a chain's extra outputs)
     parts: dict[str, str] | None = None     # a fused chain's filled-in template parts (wgpu_batch writes slots)
+    batch: str | None = None                # what wgpu_batch may batch it as: "chain", or "partials" (the
+                                            # last stage of a split sum: binding 1 its partials, 2 the sums)
 
 
 def fbits(x: float) -> int:
@@ -233,12 +235,15 @@ def _product_source(text: str) -> str:
     if load not in text:
         raise RuntimeError("reduce.wgsl changed: its element load is not where the product variant expects it")
     text = text.replace(load, "{ let i = base + inner_off(r); acc += x[i] * y[i]; }")
-    one = "fn x_at(i: u32) -> f32 { return x[i]; }"
-    if one not in text:
-        raise RuntimeError("reduce.wgsl changed: x_at is not where the product variant expects it")
-    text = text.replace(one, "fn x_at(i: u32) -> f32 { return x[i] * y[i]; }")
+    for one, prod in (("fn x_at(i: u32) -> f32 { return x[i]; }", "fn x_at(i: u32) -> f32 { return x[i] * y[i]; }"),
+                      ("fn x4_at(i: u32) -> vec4<f32> { return x4[i]; }",
+                       "fn x4_at(i: u32) -> vec4<f32> { return x4[i] * y4[i]; }")):
+        if one not in text:
+            raise RuntimeError("reduce.wgsl changed: x_at / x4_at is not where the product variant expects it")
+        text = text.replace(one, prod)
     decl = "@group(0) @binding(2) var<storage, read_write> out: array<u32>;\n"
-    return text.replace(decl, decl + "@group(0) @binding(3) var<storage, read> y: array<f32>;   // x * y is reduced\n")
+    return text.replace(decl, decl + "@group(0) @binding(3) var<storage, read> y: array<f32>;   // x * y is reduced\n"
+                        "@group(0) @binding(3) var<storage, read> y4: array<vec4<f32>>;\n")
 
 
 def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> list[Dispatch]:
@@ -272,8 +277,12 @@ def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> lis
         chunks = -(-n_red // chunk)
         first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w5=NAN_BITS, w6=chunk, w7=chunks,
                         w8=oshape, w16=ost, w24=ishape, w32=ist)
-        return [Dispatch(node, (node.op, "f32", "sum_cols" + tag), src1, "sum_cols", first, {**reads, 2: scratch},
-                         groups_for(math.ceil(n_out * chunks / WG_LINEAR)), scratch={scratch: n_out * chunks * 4}),
+        # a plain (rows, n_out) matrix with n_out % 4 == 0 reads four columns at a time
+        cols4 = n_out % 4 == 0 and oshape == [n_out] and ost == [1] and ist == [n_out]
+        entry1 = "sum_cols4" if cols4 else "sum_cols"
+        return [Dispatch(node, (node.op, "f32", entry1 + tag), src1, entry1, first, {**reads, 2: scratch},
+                         groups_for(math.ceil(n_out // (4 if cols4 else 1) * chunks / WG_LINEAR)),
+                         scratch={scratch: n_out * chunks * 4}),
                 _segmented(node, base + "_wg", src, n_out, chunks, scale, {1: scratch, 2: node.id})]
     chunks = 1
     if per_group and entry in _SPLITTABLE and n_out < 1024 and n_red >= 65536:
@@ -310,7 +319,8 @@ def _segmented(node: Node, entry: str, src: str, n_out: int, length: int, scale:
     words = _params(w0=n_out, w1=length, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=length, w7=1,
                     w8=[n_out], w16=[length], w24=[length], w32=[1], w40=lp)
     return Dispatch(node, (node.op, "f32", entry), src, entry, words, binds,
-                    groups_for(math.ceil(n_out / (WG_LINEAR // lp))))
+                    groups_for(math.ceil(n_out / (WG_LINEAR // lp))),
+                    batch="partials" if entry == "sum_wg" and binds.get(1, 0) < 0 else None)
 
 
 # --- copies: reshape, transpose, broadcast_to, getitem, getitem_grad, concat ---------------
