@@ -281,3 +281,18 @@ def test_a_large_chain_computes_four_elements_per_thread_and_its_tail() -> None:
     plan = _plan_and_check([out, mid], feeds, "a large chain, four elements per thread")
     (d,) = [d for d in plan.dispatches if d.entry == "fused"]
     assert "let i_3 = min(first + 768u, last);" in d.source and "st0[i_3]" in d.source
+
+
+def test_a_large_elementwise_node_on_its_own_runs_as_a_chain_of_one() -> None:
+    """GELU of 270 900 numbers read by two nodes (so nothing fuses it): it still gets the large-chain
+    kernel, four elements per thread; a small one keeps the one-op kernel of elementwise.wgsl."""
+    with at.Graph():
+        big, small = at.input("big", (3, 300, 301)), at.input("small", (40, 7))
+        outs = []
+        for x in (big, small):
+            y = at.gelu(x)
+            outs += [at.sum(y * y), at.exp(y)]
+    feeds = {big: _u(big.shape, 8), small: _u(small.shape, 9)}
+    plan = _plan_and_check(outs, feeds, "gelu alone, large and small")
+    entries = {d.node.shape: d.entry for d in plan.dispatches if d.node.op == "gelu"}
+    assert entries == {(3, 300, 301): "fused", (40, 7): "main1"}, entries

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..graph import Graph, Node
 from ..ops.registry import spec
-from .wgpu_chain import MAX_INPUTS, Chain, fits
+from .wgpu_chain import ELEMS_FROM, MAX_INPUTS, Chain, fits
 from .wgpu_kernels import reduces_by_adding
 
 __all__ = ["Fusion", "plan_fusion"]
@@ -193,6 +193,12 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             f.products[n.id] = (a.id, b.id)
             f.skip.add(x.id)
             f.read_through[x.id] = n.id
+    for n in compute:   # a large elementwise node on its own runs as a chain of one: four elements per thread
+        if n.size >= ELEMS_FROM and n.op != "broadcast_to" and _fusable(n) and n.id not in f.skip \
+                and n.id not in f.chain_of and n.id not in f.shortcuts and n.dtype == "float" \
+                and fits(g, _chain(n.id, [n.id], outs), max_buffers):
+            f.chains[n.id] = _chain(n.id, [n.id], outs)
+            f.chain_of[n.id] = n.id
     return f
 
 
