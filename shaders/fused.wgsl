@@ -33,7 +33,5 @@ fn fused(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let first = group_index(wid, nwg) * (256u * {{ELEMS}}u) + li;
     if (first >= pu(0u)) { return; }
     let last = pu(0u) - 1u;
-{{LOADS}}
-{{BODY}}
-{{STORES}}
+{{CODE}}
 }

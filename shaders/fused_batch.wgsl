@@ -11,10 +11,10 @@
 // * slot s keeps everything it had as a kernel of its own, renamed: its buffers (bindings
 //   s * {{STRIDE}} + 1, 2, ...; names ending in _s<s>) and its 64-word uniform block (words
 //   s * {{WORDS}} ..., so the uniform buffer here is {{SLOTS}} blocks long);
-// * the workgroups are dealt out slot after slot: slot 0 gets ceil(n0 / 256), slot 1 the next
-//   ceil(n1 / 256), ... Each workgroup finds its slot from the element counts (word 0 of every
-//   block), then runs that slot's copy of the chain. Every thread of a workgroup picks the same
-//   slot, so the `switch` below never splits a workgroup.
+// * the workgroups are dealt out slot after slot: slot 0 gets ceil(n0 / {{PER_GROUP}}), slot 1 the
+//   next ceil(n1 / {{PER_GROUP}}), ... Each workgroup finds its slot from the element counts (word 0
+//   of every block), then runs that slot's copy of the chain. Every thread of a workgroup picks
+//   the same slot, so the `switch` below never splits a workgroup.
 
 {{BINDINGS}}
 
@@ -27,14 +27,15 @@ fn fused_batch(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
                @builtin(local_invocation_index) li: u32) {
     let g = group_index(wid, nwg);
     var slot = 0u;
-    var first = 0u;   // the first workgroup of `slot`
+    var start = 0u;   // the first workgroup of `slot`
     loop {
-        let n = (pu(slot * {{WORDS}}u) + 255u) / 256u;
-        if (g < first + n || slot + 1u >= {{SLOTS}}u) { break; }
-        first += n;
+        let n = (pu(slot * {{WORDS}}u) + {{PER_GROUP}}u - 1u) / {{PER_GROUP}}u;
+        if (g < start + n || slot + 1u >= {{SLOTS}}u) { break; }
+        start += n;
         slot += 1u;
     }
-    let i = (g - first) * 256u + li;   // this thread's element in its slot
+    // this thread's first element in its slot; it computes {{ELEMS}}, 256 apart, as fused.wgsl does
+    let first = (g - start) * {{PER_GROUP}}u + li;
     switch slot {
 {{CASES}}
         default: {}

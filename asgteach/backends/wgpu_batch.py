@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from .wgpu_chain import ELEMS, per_thread
 from .wgpu_device import family_source, shader_text
 from .wgpu_kernels import WG_LINEAR, Dispatch, groups_for
 
@@ -169,25 +170,25 @@ def batched_dispatch(members: Sequence[Dispatch], align: int) -> Dispatch:
     stride = max(members[0].binds)   # bindings 1..stride of a chain (0 is its uniform block)
     words = align // 4
     decls, cases = [], []
+    code = per_thread(parts, ELEMS)
     for s in range(count):
         base = s * words
         decls.append(_slot_text(f"@group(0) @binding(1) var<storage, read_write> out: array<f32>;\n{parts['INPUTS']}",
                                 s, base, stride))
-        code = "\n".join(x for x in (parts["OFFSETS"], parts["LOADS"], parts["BODY"]) if x)
-        code += f"\n    out[i] = {parts['RESULT']};"
-        code = _slot_text(code, s, base, stride)
-        inner = "\n".join("        " + line for line in code.splitlines())   # (the lines start with 4)
-        cases.append(f"        case {s}u: {{\n            if (i < pu({base}u)) {{   // slot {s}: numel in word {base}\n"
-                     f"{inner}\n            }}\n        }}")
+        inner = "\n".join("        " + line for line in _slot_text(code, s, base, stride).splitlines())
+        cases.append(f"        case {s}u: {{\n"
+                     f"            if (first < pu({base}u)) {{   // slot {s}: numel in word {base}\n"
+                     f"            let last = pu({base}u) - 1u;\n{inner}\n            }}\n        }}")
     source = family_source(
         "fused_batch", PARAM_VEC4S=count * align // 16, BINDINGS="\n".join(decls), MATH=shader_text("elementwise_math"),
         OPS=parts["OPS"], CASES="\n".join(cases), STRIDE=stride, WORDS=words, SLOTS=count,
+        PER_GROUP=WG_LINEAR * ELEMS, ELEMS=ELEMS,
     )
     label = members[0].key[2].split(":")[0]
     digest = hashlib.sha1(source.encode()).hexdigest()
     binds = {s * stride + b: nid for s, m in enumerate(members) for b, nid in m.binds.items()}
     stores = tuple(s * stride + b for s, m in enumerate(members) for b in m.stores)
-    groups = groups_for(sum(math.ceil(int(m.params[0]) / WG_LINEAR) for m in members))
+    groups = groups_for(sum(math.ceil(int(m.params[0]) / (WG_LINEAR * ELEMS)) for m in members))
     return Dispatch(members[0].node, ("fused_batch", "f32", f"{label} x{count}:{digest}"), source, "fused_batch",
                     members[0].params, binds, groups, stores=stores)
 

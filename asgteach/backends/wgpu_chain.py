@@ -37,7 +37,7 @@ from .wgpu_device import family_source, shader_text
 from .wgpu_kernels import (NAN_BITS, WG_LINEAR, Dispatch, broadcast_strides, collapse, contiguous_strides,
                            ew_attr_values, ew_function, ew_load, ew_variant, fbits, groups_for)
 
-__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaves"]
+__all__ = ["Chain", "MAX_INPUTS", "chain_leaves", "fits", "chain_dispatch", "in_place_leaves", "per_thread"]
 
 MAX_INPUTS = 7        # storage buffers a kernel may bind on a WebGPU-default device (8), one is the output
 ELEMS = 4             # elements per thread of a large chain's kernel (256 apart: see fused.wgsl) ...
@@ -199,9 +199,14 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
         elif leaf in partial_at:   # the last stage of a sum: add this element's partial sums
             w = partial_at[leaf]
             b = lay.buffers.index(leaf)
+            def part(q: str) -> str:
+                return f"bitcast<f32>(in{b}[{q}])"
+            at0, step = f"i * pu({w + 1}u) + p{j} * pu({w + 2}u)", f"pu({w + 2}u)"
             loads.append(f"    var s{j} = 0.0;")
-            loads.append(f"    for (var p = 0u; p < pu({w}u); p++) {{ s{j} += bitcast<f32>(in{b}[i * pu({w + 1}u) "
-                         f"+ p * pu({w + 2}u)]); }}")
+            loads.append(f"    var p{j} = 0u;   // four partial sums at a time: their loads wait on memory together")
+            loads.append(f"    for (; p{j} + 4u <= pu({w}u); p{j} += 4u) {{ let q = {at0}; s{j} += ({part('q')} + "
+                         f"{part(f'q + {step}')}) + ({part(f'q + 2u * {step}')} + {part(f'q + 3u * {step}')}); }}")
+            loads.append(f"    for (; p{j} < pu({w}u); p{j}++) {{ s{j} += {part(at0)}; }}")
             loads.append(f"    let r{j} = bitcast<u32>(s{j});")
         else:
             at_ = f"o{j}" if leaf in lay.strided else "i"
@@ -251,12 +256,13 @@ def chain_dispatch(g: Graph, chain: Chain, buffer_of: dict[int, int],
     return d, header
 
 
-_PER_ELEMENT = re.compile(r"\b(i|rest|[orxsv]\d+)\b")
+_PER_ELEMENT = re.compile(r"\b(i|rest|[oprxsv]\d+)\b")
 
 
-def _source(parts: dict[str, str], elems: int) -> str:
-    """fused.wgsl filled for ``elems`` elements per thread: every element's loads, then every element's
-    arithmetic, then the stores (element e's names end in _e: ``i_2``, ``v3_2``...)."""
+def per_thread(parts: dict[str, str], elems: int) -> str:
+    """The code of one thread computing ``elems`` elements of a chain, 256 apart from ``first`` (the
+    last one is ``last``): every element's loads, then every element's arithmetic, then the stores
+    (element e's names end in _e: ``i_2``, ``v3_2``...). fused.wgsl and fused_batch.wgsl run it."""
     def each(text: str, e: int) -> str:
         return _PER_ELEMENT.sub(lambda m: f"{m.group(1)}_{e}", text)
 
@@ -270,5 +276,10 @@ def _source(parts: dict[str, str], elems: int) -> str:
         lines = [f"    out[i] = {parts['RESULT']};", *stored]
         stores.append(f"    if (first + {e * WG_LINEAR}u <= last) {{\n"
                       + "\n".join("    " + each(x, e) for x in lines) + "\n    }")
+    return "\n".join(loads + body + stores)
+
+
+def _source(parts: dict[str, str], elems: int) -> str:
+    """fused.wgsl filled for ``elems`` elements per thread (see :func:`per_thread`)."""
     return family_source("fused", MATH=shader_text("elementwise_math"), INPUTS=parts["INPUTS"], OPS=parts["OPS"],
-                         ELEMS=elems, LOADS="\n".join(loads), BODY="\n".join(body), STORES="\n".join(stores))
+                         ELEMS=elems, CODE=per_thread(parts, elems))
