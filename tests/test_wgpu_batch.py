@@ -150,3 +150,23 @@ def test_split_sums_last_stages_wait_and_run_as_one_launch() -> None:
         [(d.entry, d.batch) for d in plan.dispatches]
     assert "the last stage of this sum" in plan.shader_for(sums[1])
     run_both(outs, feeds, "split sums with their last stages batched")
+
+
+def test_a_second_trainer_of_the_same_shapes_reuses_the_launches() -> None:
+    """The batching is pure work on the lowered plan: a second plan of the same structure takes it as it is,
+    and binds its own buffers."""
+    from asgteach.backends import wgpu_plan_cache
+
+    wgpu_plan_cache.clear()
+    plans, losses = [], []
+    for _ in range(2):
+        with at.Graph():
+            x = at.input("x", (8, 16))
+            net = at.nn.MLP([16, 32, 4], activation="tanh", name="mlp")
+            loss = at.mean(net(x) ** 2)
+            tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend="wgpu", seed=3)
+        feeds = {x: np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)}
+        losses.append([tr.train_step(feeds) for _ in range(3)])
+        plans.append(tr.plan)
+    assert plans[1].launches is plans[0].launches and _batches(plans[1])
+    np.testing.assert_array_equal(losses[0], losses[1])

@@ -187,10 +187,14 @@ class Plan:
               for b, nid, size in entries)])
 
     def _plan_launches(self) -> list[Launch]:
-        """Batch neighbouring chains of one kernel (wgpu_batch); their kernels start compiling now."""
-        slot_of = self._lowered.slot_of
-        launches = plan_launches(self.dispatches, lambda nid: slot_of.get(nid, nid), self.gpu.batch_storage_buffers,
-                                 self.gpu.uniform_align, self.gpu.max_uniform_binding)
+        """Batch chains of one kernel and split sums' last stages (wgpu_batch); their kernels start compiling
+        now. Pure work on the lowered plan: kept with it, per set of bind_updates pairs."""
+        low, g = self._lowered, self.gpu
+        key = (tuple(self._updates), g.batch_storage_buffers, g.uniform_align, g.max_uniform_binding)
+        launches = low.launches.get(key)
+        if launches is None:
+            slot_of = low.slot_of
+            launches = low.launches[key] = plan_launches(self.dispatches, lambda nid: slot_of.get(nid, nid), *key[1:])
         for la in launches:
             if la.count > 1:
                 self.gpu.prefetch(la.dispatch.key, la.dispatch.source, la.dispatch.entry)

@@ -80,6 +80,7 @@ class Lowered:
     scratch_bytes: dict[int, int]
     partials: dict[int, dict] = field(default_factory=dict)   # chain root -> the sums whose last stage it does
     updates: dict[tuple, Any] = field(default_factory=dict)   # bind_updates pairs -> its rewrite (pure too)
+    launches: dict[tuple, Any] = field(default_factory=dict)  # (pairs, limits) -> wgpu_batch's launches
     keep: Any = None                                          # what the key names by id() (see lookup)
 
 
