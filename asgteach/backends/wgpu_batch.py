@@ -1,4 +1,4 @@
-"""Batched launches: neighbouring fused chains of the same structure run as ONE dispatch.
+"""Batched launches: fused chains of the same code, or the last stages of split sums, run as ONE dispatch.
 
 An optimizer step is the same small formula for every parameter. On the GPU each
 parameter's update is one fused kernel (``wgpu_chain``), so a 4-block transformer's AdamW
@@ -24,9 +24,16 @@ kernels. Chains join one batch when
 Each member becomes a *slot* of the batched kernel (``shaders/fused_batch.wgsl``): its
 bindings are renumbered (slot s: ``s * stride + b``), and its own 64-word uniform block
 is copied into the batch's run of blocks (the plan keeps those in a uniform buffer of
-their own). The per-node dispatches stay what they were (``plan.dispatches``,
-``plan.shader_for`` and the profiler show them one by one); only the recorded commands
-use the batches.
+their own). A slot's thread computes four elements, all loads first, as a large chain's
+does (``wgpu_chain.per_thread``).
+
+The same goes for the second stage of a split sum (a bias gradient: partial sums of row
+chunks, then one short sum per output). Every bias and LayerNorm weight of a training step
+has one, and none is read before the optimizer's update at the end, so they wait and run
+together (``shaders/sum_batch.wgsl``): 43 launches become 2.
+
+The per-node dispatches stay what they were (``plan.dispatches``, ``plan.shader_for`` and
+the profiler show them one by one); only the recorded commands use the batches.
 """
 
 from __future__ import annotations
