@@ -287,8 +287,10 @@ class Plan:
         self._read_end = self._read_back = None
         self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
-        self.launches = self._plan_launches()   # the chains changed: batch them again (compiling starts now)
+        self.launches = self._plan_launches()   # the chains changed: batch them again
         self._launched = []
+        self._launch_commands()   # (their pipelines and bind groups now, not in the first run: a Trainer's
+        #                           compile is then all of it)
 
     def _update_in_place(self, pairs: list[tuple[int, int]]) -> set[tuple[int, int]]:
         """Let fused kernels write new values straight into the parameters they update.
