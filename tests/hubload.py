@@ -533,6 +533,18 @@ class Run:
             net("DELETE", f"{self.hub.url}/user/{s.name}/api/kernels/{kid}",
                             headers={"Authorization": f"token {token}"}, timeout=60)
 
+    @staticmethod
+    def wait_idle(base: str, hdr: dict, kid: str, limit: float) -> bool:
+        """Has the kernel been idle at two looks 2 s apart (no restart still under way) within ``limit`` s?"""
+        end, seen = time.monotonic() + limit, 0
+        while time.monotonic() < end:
+            r = net("GET", f"{base}/api/kernels/{kid}", headers=hdr, timeout=30)
+            seen = seen + 1 if r.ok and r.json().get("execution_state") == "idle" else 0
+            if seen == 2:
+                return True
+            time.sleep(2)
+        return False
+
     def inject(self, s: Student, token: str, path: str, fault: str, k: Kernel, kid: str) -> tuple[Kernel, str]:
         base = f"{self.hub.url}/user/{s.name}"
         hdr = {"Authorization": f"token {token}"}
@@ -541,13 +553,23 @@ class Run:
                      if "ipykernel" in " ".join(p.cmdline())]
             for p in kpids:
                 p.kill()
-            time.sleep(1)
             k.close()
-            # JupyterLab's path: the kernel died, "Restart" - the same kernel id, a fresh process
-            r = net("POST", f"{base}/api/kernels/{kid}/restart", headers=hdr, timeout=120)
-            ok = r.ok and self.has_edit(s, token, s.notes[0] if s.notes else "")
+            # JupyterLab's path: the kernel died, "Restart" - the same kernel id, a fresh process. The server
+            # notices the death too and restarts the kernel on its own (its restarter polls every few
+            # seconds); a "Restart" that meets that restart halfway gets a 500. Like a student who clicks
+            # again, try again, then wait until the kernel is idle before running the lesson.
+            tries = 0
+            while True:
+                time.sleep(1 if tries == 0 else 3)
+                tries += 1
+                r = net("POST", f"{base}/api/kernels/{kid}/restart", headers=hdr, timeout=120)
+                if r.ok or tries == 5:
+                    break
+            idle = r.ok and self.wait_idle(base, hdr, kid, 60)
+            ok = idle and self.has_edit(s, token, s.notes[0] if s.notes else "")
             self.fault_notes.append(f"{s.name}: kernel killed in {Path(path).name} cell {len(self.lessons[path]) // 2}"
-                                    f"; restarted through the REST API ({r.status_code}), notebook intact: {ok}; "
+                                    f"; restarted through the REST API ({r.status_code}, {tries} "
+                                    f"{'try' if tries == 1 else 'tries'}), notebook intact: {ok}; "
                                     "re-ran the lesson from the top")
             if not ok:
                 s.failures.append(f"kernel restart: {r.status_code}, edit intact: {ok}")
