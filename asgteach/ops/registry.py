@@ -36,7 +36,9 @@ A :class:`Composite` is the other kind of entry: a function built from registere
 
 from __future__ import annotations
 
+import keyword
 import re
+import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -51,7 +53,7 @@ from ..tensor import Tensor
 __all__ = [
     "OpSpec", "Composite", "REGISTRY", "COMPOSITES", "CATEGORIES", "register", "unregister", "registered",
     "apply", "NotDifferentiableError", "VjpContext", "patched", "as_tensor", "spec", "lookup", "activation",
-    "activations", "wgsl_input_names",
+    "activations", "wgsl_input_names", "check_name",
 ]
 
 CATEGORIES = (
@@ -211,6 +213,43 @@ _graph_module.registered_ops = REGISTRY  # Graph.from_json checks op names again
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
+def check_name(name: Any, what: str = "op") -> None:
+    """Refuse a name that could not stand for an op in generated Python code; say what is allowed.
+
+    The numpy backend writes a plan out as Python source, one line per kernel, calling each
+    kernel by its op's name: ``v1 = softsign(v0)``. So an op's name must read back as that
+    same name in Python:
+
+    * an identifier (letters, digits and ``_``, not starting with a digit): ``my-op`` or
+      ``2x`` would not even parse;
+    * not a keyword: ``v1 = not(v0)`` parses, but as Python's ``not`` (one bool for the
+      whole array), and ``lambda(v0)`` or ``class(v0)`` are syntax errors. Soft keywords
+      (``match``, ``case``, ``type``, ``_``) are fine: they are keywords only at the start of
+      a statement, and a call is never there;
+    * written the way Python reads it: Python folds identifiers to Unicode NFKC form, so the
+      ligature ``ﬁ`` would be looked up as ``fi``, and full-width ``ｎｏｔ`` as ``not``.
+      Names in any script are fine in that form (``σ``, ``сигмоида``).
+
+    Names that Python allows but that mean something else (``print``, ``sum_``, ``np``) are
+    fine too: the generated code renames a kernel whose name it uses for itself (``env``,
+    ``v0``), and it calls nothing else by name.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be text, got {type(name).__name__}: {name!r}")
+    allowed = (f"{what} names must be Python identifiers (letters, digits and _, not starting with a digit) "
+               "that are not Python keywords, e.g. 'softsign' or 'my_op'")
+    if not name.isidentifier():
+        raise ValueError(f"{what} name {name!r} is not an identifier: {allowed}")
+    if keyword.iskeyword(name):
+        raise ValueError(f"{what} name {name!r} is a Python keyword: generated code calling {name}(...) would "
+                         f"not call your kernel. Pick another name ({name}_ or my_{name}); {allowed}")
+    folded = unicodedata.normalize("NFKC", name)
+    if folded != name:
+        raise ValueError(f"{what} name {name!r} reads as {folded!r} in Python code (Unicode NFKC form): "
+                         f"write it as {folded!r}" + (" (a keyword: pick another name)" if keyword.iskeyword(folded)
+                                                      else "") + f"; {allowed}")
+
+
 def _check(spec: OpSpec) -> None:
     """The mistakes ``register`` refuses, each with a message that says what to write instead."""
     name = spec.name
@@ -259,9 +298,11 @@ def register(entry: OpSpec | Composite) -> OpSpec | Composite:
     """Make an op (or a composite) known by its name, once, and return it.
 
     Everything else — kernels on every backend, gradients, the inspector, ``asgteach check``
-    — reads the registry, so this one call is all a new op needs. ``unregister(name)`` (or
+    — reads the registry, so this one call is all a new op needs. The name must be a Python
+    identifier and not a keyword (:func:`check_name` says why). ``unregister(name)`` (or
     the ``registered(...)`` context manager) takes it away again.
     """
+    check_name(entry.name, "composite" if isinstance(entry, Composite) else "op")
     if entry.name in REGISTRY or entry.name in COMPOSITES:
         raise ValueError(f"op {entry.name!r} is registered twice (unregister({entry.name!r}) first to replace it)")
     if isinstance(entry, Composite):
