@@ -71,6 +71,14 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: lr must be positive, got {lr}")
         self.lr, self.weight_decay, self.clip_norm, self.clip_value = lr, weight_decay, clip_norm, clip_value
 
+    def hyperparameters(self) -> dict[str, float | bool | None]:
+        """The numbers that define this optimizer, by the names it keeps them under
+        (``{"lr": 0.05, "weight_decay": 0.01, "b1": 0.9, ...}``).
+
+        A checkpoint records them next to the optimizer's state, so a file says how it was trained.
+        """
+        return {k: v for k, v in vars(self).items() if v is None or isinstance(v, (bool, int, float))}
+
     def _state(self, kind: str, p: Tensor) -> Tensor:
         t = _input(f"{self.name}.{kind}[{p.name}]", p.shape, graph=p.graph)
         t.node.meta.update({"optimizer_state": kind, "optimizer": self.name, "for": p.name})

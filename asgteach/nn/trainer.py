@@ -14,8 +14,12 @@ parameters and state, the learning rate and step number; keep what comes out.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import secrets
 import threading
+import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -29,11 +33,22 @@ from ..tensor import Tensor
 from .init import initial_values
 from .optim import ConstantLR, Optimizer
 
-__all__ = ["Trainer", "WeightsFileError"]
+__all__ = ["Trainer", "WeightsFileError", "CheckpointWarning", "CHECKPOINT_VERSION"]
+
+#: The checkpoint format ``Trainer.save`` writes (metadata "format_version"). 1: parameters only (files
+#: without the key); 2: also the optimizer state, the step, the loss history and the dropout generator.
+CHECKPOINT_VERSION = 2
+_RESERVED = "@"                 # tensor names a checkpoint keeps for itself; parameters may not start with it
+_STATE = "@optimizer/"          # + the optimizer state input's name: "@optimizer/adam.m[net.0.weight]"
+_HISTORY = "@trainer/history"   # the losses so far
 
 
 class WeightsFileError(ValueError):
-    """A weights file is unreadable, or does not match the model (names the tensor and shapes)."""
+    """A weights file or checkpoint is unreadable, or does not match the model (names the tensor and shapes)."""
+
+
+class CheckpointWarning(UserWarning):
+    """A file's parameters were loaded but not its optimizer state: the optimizer starts fresh."""
 
 
 class Trainer:
@@ -220,44 +235,153 @@ class Trainer:
         plan = _compile(tensors, self.backend)
         return plan.run({**self._cast(feeds or {}), **self._random_feeds(False), **self._values})
 
-    # -- weights files ------------------------------------------------------------------------
+    # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Write the parameters to a safetensors file (names -> arrays; no pickle)."""
-        from safetensors.numpy import save_file
+        """Write a checkpoint: the parameters AND all the optimizer needs to go on as if never stopped.
 
+        One safetensors file (a JSON header, then the raw arrays: no pickle, so loading it cannot
+        run code) holds
+
+        - each parameter under its own name (``net.0.weight``);
+        - each optimizer state tensor under ``@optimizer/`` + the name of its graph input
+          (``@optimizer/adamw.m[net.0.weight]`` is AdamW's running mean of that weight's gradient;
+          SGD keeps a ``momentum``, RMSprop a ``square_avg``). Names starting with ``@`` are the
+          checkpoint's own: no parameter may use one;
+        - ``@trainer/history``: the loss of every step so far;
+        - metadata (strings): the format and its version, the optimizer's name, class and
+          hyper-parameters, the step (Adam's bias correction and the learning-rate schedule both
+          read it: the next step runs at ``scheduler(lr, step)``) and the state of the random
+          generator that draws dropout masks.
+
+        Why the state matters: AdamW divides by the running root mean square of each gradient. Restart
+        it at zero and the next steps are different, larger ones: a "resumed" run leaves the path the
+        uninterrupted one takes. The file is written beside ``path`` under a temporary name and then
+        renamed over it (``os.replace``), so a crash or a full disk mid-write leaves the old file whole.
+        """
+        from safetensors.numpy import save as to_bytes
+
+        for t in self.param_tensors:
+            if t.name.startswith(_RESERVED):
+                raise WeightsFileError(f"Trainer.save: parameter {t.name!r} (made at {t.node.source}) starts with "
+                                       f"{_RESERVED!r}, which checkpoints keep for the optimizer's state; rename it")
         self._sync()
-        save_file({t.name: np.ascontiguousarray(self._values[t.node_id]) for t in self.param_tensors},
-                  str(path), metadata={"format": "asgteach", "step": str(self.step)})
+        tensors = {t.name: np.ascontiguousarray(self._values[t.node_id]) for t in self.param_tensors}
+        for s in self.update.state_in:
+            tensors[_STATE + s.name] = np.ascontiguousarray(self._values[s.node_id])
+        tensors[_HISTORY] = np.asarray(self.history, np.float64)
+        opt = self.optimizer
+        metadata = {
+            "format": "asgteach", "format_version": str(CHECKPOINT_VERSION), "step": str(self.step),
+            "dtype": self.dtype.name, "optimizer": opt.name, "optimizer_class": type(opt).__name__,
+            "hyperparameters": json.dumps(opt.hyperparameters()),
+            # the schedule's position is what it is called with next: scheduler(base_lr, step)
+            "schedule": json.dumps({"scheduler": type(self.scheduler).__name__, "base_lr": opt.lr,
+                                    "step": self.step}),
+            "rng": json.dumps(self.rng.bit_generator.state, default=_json_array),
+        }
+        _write_replacing(path, to_bytes(tensors, metadata=metadata))
 
     def load(self, path: str | os.PathLike) -> None:
-        """Read parameters saved by :meth:`save`; a corrupt or mismatched file is a clear error."""
-        from safetensors.numpy import load_file
+        """Read a checkpoint written by :meth:`save` and go on from where it was saved.
 
-        try:
-            tensors = load_file(str(path))
-        except FileNotFoundError:
-            raise
-        except Exception as e:  # noqa: BLE001 - safetensors raises several types for a bad file
-            raise WeightsFileError(f"{path} is not a readable safetensors weights file ({e})") from None
+        From a checkpoint of this same optimizer (same name, same state tensors) everything comes
+        back: parameters, optimizer state, step (so the schedule and Adam's bias correction go on),
+        the loss history and the dropout generator. Train 5 steps, save, load into a fresh Trainer
+        built by the same model code, train 5 more: the 10 losses are those of 10 steps in one go
+        (bit for bit on numpy). The hyper-parameters stay this Trainer's own (the file records its
+        own for reference), so loading into an optimizer with a smaller ``lr`` fine-tunes.
+
+        A file holding only parameters (a weights file, as asgteach wrote before checkpoints kept
+        the optimizer state) or the state of another optimizer still loads: the parameters are
+        read and the optimizer starts fresh, as in a new Trainer (zero state, step 0, so the
+        schedule starts over; the history stays). A :class:`CheckpointWarning` says so.
+
+        Every tensor is cast to the Trainer's dtype, THEN checked: names, shapes, finite values (a
+        float64 1e39 is inf in float32, so it is refused, not loaded as inf). Anything wrong is a
+        :class:`WeightsFileError` naming the tensor, raised before anything is assigned: a failed
+        load leaves parameters, optimizer state and step as they were.
+        """
+        tensors, meta = _read_checkpoint(path)
+        version = _meta_int(path, meta, "format_version", default=1)   # files without one held parameters only
+        if version > CHECKPOINT_VERSION:
+            raise WeightsFileError(f"{path} is a checkpoint of format {version}, written by a newer asgteach; this "
+                                   f"one reads formats up to {CHECKPOINT_VERSION}: update asgteach")
+        # 1. check everything, assign nothing
         expected = {t.name: t for t in self.param_tensors}
         missing = [k for k in expected if k not in tensors]
         if missing:
             raise WeightsFileError(f"{path} has no tensor {missing[0]!r} (missing: {', '.join(missing)}; "
                                    f"the file holds: {', '.join(sorted(tensors)) or 'nothing'})")
-        extra = sorted(set(tensors) - set(expected))
+        extra = sorted(k for k in tensors if k not in expected and not k.startswith(_STATE) and k != _HISTORY)
         if extra:
             raise WeightsFileError(f"{path} holds tensors this model does not have: {', '.join(extra)}")
-        for name, t in expected.items():
-            arr = tensors[name]
-            if arr.shape != t.shape:
-                raise WeightsFileError(f"tensor {name!r} in {path} has shape {arr.shape}, but the model's "
-                                       f"parameter has shape {t.shape}")
-            if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)):
-                raise WeightsFileError(f"tensor {name!r} in {path} is not a finite float array")
-        self._sync()  # keep the optimizer state current before replacing the parameters
-        for name, t in expected.items():
-            self._values[t.node_id] = tensors[name].astype(self.dtype)
-        self._upload_values = True
+        values = {t.node_id: self._checked(path, name, tensors[name], t.shape, "the model's parameter")
+                  for name, t in expected.items()}
+        wanted = {_STATE + s.name: s for s in self.update.state_in}
+        in_file = sorted(k for k in tensors if k.startswith(_STATE))
+        resume = version >= 2 and meta.get("optimizer") == self.optimizer.name and set(in_file) == set(wanted)
+        history: list[float] | None = None
+        rng_state: dict[str, Any] | None = None
+        if resume:
+            values.update({s.node_id: self._checked(path, k, tensors[k], s.shape, "this Trainer's optimizer state")
+                           for k, s in wanted.items()})
+            step = _meta_int(path, meta, "step")
+            if _HISTORY in tensors:
+                h = tensors[_HISTORY]
+                if h.ndim != 1 or h.dtype.kind != "f":
+                    raise WeightsFileError(f"tensor {_HISTORY!r} in {path} should be a 1-d float array of losses, "
+                                           f"got {h.dtype} of shape {h.shape}")
+                history = [float(v) for v in h]
+            if "rng" in meta:
+                rng_state = self._checked_rng(path, meta["rng"])
+            warning = None
+        else:
+            values.update({s.node_id: np.asarray(init, dtype=self.dtype)
+                           for s, init in zip(self.update.state_in, self.update.state_init)})
+            step = 0
+            had = ("only parameters (a weights file)" if version < 2 else
+                   f"a checkpoint of optimizer {meta.get('optimizer')!r} with {len(in_file)} state tensors"
+                   + (f" ({in_file[0]}, ...)" if in_file else ""))
+            warning = (f"{path} holds {had}, not the state of this Trainer's {self.optimizer.name!r} optimizer "
+                       f"({len(wanted)} tensors). The parameters are loaded; the optimizer starts fresh (zero state, "
+                       f"step 0, the schedule from its start). To resume training, load a file Trainer.save wrote for "
+                       f"this optimizer.")
+        # 2. every check passed: assign. Parameters and state are all replaced, so the host copy is the newest
+        # (nothing to fetch from a GPU) and the device copy is rewritten from it on the next step.
+        self._values.update(values)
+        self.step = step
+        if history is not None:
+            self.history = history
+        if rng_state is not None:
+            self.rng.bit_generator.state = rng_state
+        self._upload_values, self._stale = True, False
+        if warning is not None:
+            warnings.warn(warning, CheckpointWarning, stacklevel=2)
+
+    def _checked(self, path: Any, name: str, arr: np.ndarray, shape: tuple[int, ...], what: str) -> np.ndarray:
+        """``arr`` cast to the Trainer's dtype, after checking its shape and before checking it is finite:
+        a float64 1e39 fits a float64 file but is inf in float32, and inf must not get into training."""
+        if arr.shape != tuple(shape):
+            raise WeightsFileError(f"tensor {name!r} in {path} has shape {arr.shape}, but {what} has shape "
+                                   f"{tuple(shape)}")
+        if arr.dtype.kind != "f":
+            raise WeightsFileError(f"tensor {name!r} in {path} holds {arr.dtype}: not a finite float array")
+        with np.errstate(over="ignore", invalid="ignore"):   # overflow to inf is what the check below catches
+            cast = arr.astype(self.dtype)
+        if not np.all(np.isfinite(cast)):
+            raise WeightsFileError(f"tensor {name!r} in {path} is not a finite {self.dtype} array: it holds NaN or "
+                                   f"inf, or values beyond {self.dtype}'s range (+-{np.finfo(self.dtype).max:.4g})")
+        return cast
+
+    def _checked_rng(self, path: Any, text: str) -> dict[str, Any]:
+        """The dropout generator's saved state, tried on a scratch generator of the same kind first."""
+        try:
+            state = json.loads(text)
+            type(self.rng.bit_generator)().state = state
+        except Exception as e:  # noqa: BLE001 - bad JSON, another kind of generator, a malformed state
+            raise WeightsFileError(f"{path}: the saved state of the dropout generator does not fit this "
+                                   f"Trainer's {type(self.rng.bit_generator).__name__} ({e})") from None
+        return state
 
 
 class _Background:
@@ -304,6 +428,64 @@ def _check_unique_names(params: Sequence[Tensor]) -> None:
                 f"  (In a notebook: a layer was re-built in one cell while a loss built from the old one "
                 f"is still in use.) Re-run the cell that builds the loss, or give the layers different names."
             )
+
+
+def _read_checkpoint(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """All tensors of a safetensors file and its metadata; an unreadable file is a WeightsFileError."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}, dict(f.metadata() or {})
+    except FileNotFoundError:
+        raise
+    except Exception as e:  # noqa: BLE001 - safetensors raises several types for a bad file
+        raise WeightsFileError(f"{path} is not a readable safetensors weights file ({e})") from None
+
+
+def _meta_int(path: Any, meta: Mapping[str, str], key: str, default: int | None = None) -> int:
+    """A whole number >= 0 from a checkpoint's metadata."""
+    text = meta.get(key)
+    if text is None and default is not None:
+        return default
+    try:
+        value = int(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = -1
+    if value < 0:
+        raise WeightsFileError(f"{path}: metadata {key!r} should be a whole number >= 0, got {text!r}")
+    return value
+
+
+def _json_array(a: Any) -> Any:
+    """Some numpy generators keep arrays in their state: JSON holds them as lists."""
+    if isinstance(a, np.ndarray):
+        return a.tolist()
+    raise TypeError(f"{type(a).__name__} is not JSON serializable")
+
+
+def _write_replacing(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that no moment leaves a half-written file there.
+
+    The bytes go to a temporary file in the same folder (so the rename below stays on one file
+    system), are flushed to the disk, and ``os.replace`` then swaps the name over in one step:
+    a reader, or the next run after a crash, finds the old file or the new one, never a mix.
+    """
+    path = os.fspath(path)
+    folder, base = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # (0o666 and the umask: the permissions a plain open() would give the file)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[Any, Any]]:
