@@ -55,6 +55,8 @@ import numpy as np
 
 from ..graph import Graph, Node
 from ..ops.registry import spec
+from ..ops.nn import IdsOutOfRange
+from . import ids
 from .common import FeedError, KernelError, NumericsError, created_at, feed_array, missing_feed_error, resolve_feeds
 from .numpy_codegen import generate
 from .numpy_memory import plan_inplace, plan_outputs
@@ -360,6 +362,9 @@ class Plan:
 
     def _kernel_error(self, step: Step, error: BaseException) -> KernelError:
         node = step.node
+        if isinstance(error, IdsOutOfRange):   # the error every backend gives for an id without a row
+            return ids.ids_error(self.graph, node, next(i for i in node.inputs if self.graph.nodes[i].dtype == "int"),
+                                 error)
         shapes = ", ".join(str(self.graph.nodes[i].shape) for i in node.inputs)
         return KernelError(
             f"{node.op} (node #{node.id} '{node.name}', inputs {shapes}) failed while running: {error}\n"

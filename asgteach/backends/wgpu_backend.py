@@ -35,9 +35,13 @@ A training step must not ship its weights to the GPU every time. Two ways:
 
 * ``plan.run(feeds, params={w: W})``: an array that is the *same object* as last time and
   unchanged is not uploaded again. "Unchanged" is checked against a host copy (no GPU
-  traffic, but a compare of the whole array); a read-only array
-  (``arr.setflags(write=False)``) is trusted without the compare — freeze a batch or a
-  parameter you reuse to make the check free.
+  traffic, but a compare of the whole array); a frozen array — read-only and not a view of
+  anything writable (``arr.setflags(write=False)`` on an array that owns its memory, see
+  :func:`frozen`) — is trusted without the compare: freeze a batch or a parameter you reuse
+  to make the check free. Either way a run computes with the numbers the array holds now,
+  as numpy does.
+* every other leaf must be fed on every run, as on numpy: a feed left out is a FeedError,
+  never last run's value.
 * ``plan.bind_updates({w: w_new})``: after every run, the value of output ``w_new`` is
   copied *on the GPU* into ``w``'s buffer (in the same submit). Feed ``w`` once; later
   runs may leave it out and use the device copy. ``plan.read_params()`` fetches them.
@@ -53,6 +57,7 @@ per node). If numpy finds none, the error says the NaN came from the GPU kernels
 from __future__ import annotations
 
 import dataclasses
+import threading
 import warnings
 from typing import Any, Mapping
 
@@ -61,6 +66,7 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import generation as ops_generation
 from ..ops.registry import spec
+from . import ids
 from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_batch import Launch, plan_launches
@@ -71,10 +77,17 @@ from .wgpu_lower import nbytes as _nbytes
 from .wgpu_matmul import tile_from_env
 from .wgpu_plan_cache import signature
 
-__all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError"]
+__all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError", "GPU_LOCK", "frozen"]
 
 NAME = "wgpu"
 _warned_f64 = False
+
+#: Held while a plan talks to the GPU (run, bind_updates, read_params). One plan's run writes its
+#: feeds into its buffers, submits, and maps its staging buffer; a second thread doing the same on
+#: the same plan at the same time would map a buffer that is still mapped (wgpu panics and takes the
+#: process, and a Jupyter kernel, with it). The GPU runs one submit after the other anyway, so taking
+#: turns costs nothing. Re-entrant: the NaN explanation of a run reads the parameters back.
+GPU_LOCK = threading.RLock()
 
 
 class BindingLimitError(ValueError):
@@ -166,6 +179,7 @@ class Plan:
         self._in_place: set[tuple[int, int]] = set()   # (new, old) pairs a kernel writes straight into old
         self._replaced: dict[int, tuple[Dispatch, Any, dict[int, tuple[str, ...]]]] = {}   # what bind_updates rewrote
         self._device_only: set[int] = set()
+        self._held: set[int] = set()   # leaves whose device copy bind_updates keeps current (need no feed)
         self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
         # what is recorded: the dispatches, neighbouring chains of one kernel batched (wgpu_batch); built at the
         # first run, and again after bind_updates rewrites chains
@@ -272,6 +286,10 @@ class Plan:
         Those outputs are no longer read back: ``run`` returns ``None`` in their place
         (``read_params()`` fetches the parameters when you want them).
         """
+        with GPU_LOCK:
+            self._bind_updates(updates)
+
+    def _bind_updates(self, updates: Mapping[Any, Any]) -> None:
         resolved = resolve_feeds(self.graph, {k: v for k, v in updates.items()})
         pairs = []
         for pid, new in resolved.items():
@@ -284,6 +302,7 @@ class Plan:
             pairs.append((nid, pid))
         self._updates = pairs
         self._device_only = {nid for nid, _ in pairs}
+        self._held = {pid for _, pid in pairs}
         self._read_end = self._read_back = None
         self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
@@ -326,6 +345,10 @@ class Plan:
 
     def read_params(self) -> dict[str, np.ndarray]:
         """The current device values of every input/parameter this plan holds (one sync)."""
+        with GPU_LOCK:
+            return self._read_params()
+
+    def _read_params(self) -> dict[str, np.ndarray]:
         dev = self.gpu.device
         held = [n for n in self.leaves if n.id in self._on_device]
         size = sum(_nbytes(n) for n in held)
@@ -388,31 +411,39 @@ class Plan:
     def _check_ids(self, given: dict[int, Any]) -> None:
         """Row ids out of range are an error, as on numpy; a GPU kernel cannot raise, so check before running.
 
-        The ops that read ids say how many rows there are (``OpSpec.index_bound``); the
-        ids checked are their integer inputs whose values are known here (fed or constant).
+        The ops that read ids say how many rows there are (``OpSpec.index_bound``). The ids they
+        read are fed, constant, or computed from those by integer ops only (``targets.reshape(-1)``,
+        a slice, a concat): the last are computed here too, on the host, by a small numpy plan of
+        their own (ids are small). Ids computed from floats (``argmax``) cannot be known before the
+        run; they index within their own axis, and a GPU kernel clamps an index into range.
         """
-        if self._id_bounds is None:   # (the bounds depend on shapes only: worked out at the first run)
+        if self._id_bounds is None:   # (the bounds, and the host plans, depend on the structure only)
+            from . import numpy_backend
+
             nodes = self.graph.nodes
-            self._id_bounds = [(n, spec(n.op).index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs),
-                                [i for i in n.inputs if nodes[i].dtype == "int"]) for n in self._indexing]
-        for n, v, ids in self._id_bounds:
-            for i in ids:
+            self._id_bounds = []
+            for n in self._indexing:
+                bound = spec(n.op).index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs)
+                for i in n.inputs:
+                    if nodes[i].dtype != "int" or not ids.host_ids(self.graph, i):
+                        continue
+                    leaf = nodes[i].op in ("input", "parameter", "constant")
+                    self._id_bounds.append((n, bound, i, None if leaf else numpy_backend.compile(self.graph, [i])))
+        for n, bound, i, host in self._id_bounds:
+            if host is None:
                 val = given.get(i, self.graph.constants.get(i))
-                if val is None or not np.size(val):
-                    continue
-                val = np.asarray(val)
-                if val.min() < 0 or val.max() >= v:
-                    raise KernelError(
-                        f"{n.op} (node #{n.id} '{n.name}'): ids must lie in 0..{v - 1} (the table has {v} rows); "
-                        f"got {np.asarray(val)[(np.asarray(val) < 0) | (np.asarray(val) >= v)][:5].tolist()}\n"
-                        f"  created at {n.source}"
-                    )
+            else:
+                val = host.run({s.id: given[s.id] for s in host.leaves if s.id in given}, on_nan="ignore")[0]
+            if val is not None and np.size(val):
+                ids.check(self.graph, n, i, val, bound)
 
     def _upload(self, given: dict[int, Any], stats: dict[str, int]) -> None:
         queue = self.gpu.device.queue
         if not self._fixed_written:
             self._upload_fixed(stats)
-        missing = self._leaf_ids - given.keys() - self._on_device
+        # Every leaf is fed on every run, as on numpy; the one exception is a leaf that bind_updates keeps
+        # on the device (a parameter, an optimizer's moment): its value is the one the last run wrote there.
+        missing = self._leaf_ids - given.keys() - (self._held & self._on_device)
         if missing:
             raise missing_feed_error(self.graph, next(n for n in self.leaves if n.id in missing), self.outputs)
         for nid in given.keys() & self._leaf_ids:
@@ -425,8 +456,7 @@ class Plan:
             arr = self._host_array(node, value)
             if arr.nbytes:
                 queue.write_buffer(self.buffers[nid], 0, arr)
-            readonly = isinstance(value, np.ndarray) and not value.flags.writeable
-            self._uploaded[nid] = (value, None if readonly else np.array(value, copy=True))
+            self._uploaded[nid] = (value, None if frozen(value) else np.array(value, copy=True))
             self._on_device.add(nid)
             stats["uploads"] += 1
             stats["upload_bytes"] += arr.nbytes
@@ -461,7 +491,15 @@ class Plan:
         dtype: Any = None,
         on_nan: str = "raise",
     ) -> list[np.ndarray]:
-        """Compute the outputs (float32; ids as int64). See the module docstring for ``params``."""
+        """Compute the outputs (float32; ids as int64). See the module docstring for ``params``.
+
+        Safe to call from several threads: runs on this process's GPU take turns (:data:`GPU_LOCK`).
+        """
+        with GPU_LOCK:
+            return self._run(feeds, params, dtype, on_nan)
+
+    def _run(self, feeds: Mapping[Any, Any] | None, params: Mapping[Any, Any] | None, dtype: Any,
+             on_nan: str) -> list[np.ndarray]:
         if dtype is not None and np.dtype(dtype) != np.float32:
             _float64_warning()
         all_feeds = {**(feeds or {}), **(params or {})}
@@ -546,6 +584,25 @@ class Plan:
         warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
+def frozen(value: Any) -> bool:
+    """Whether the memory of ``value`` can never change, so a device copy of it stays current.
+
+    ``arr.setflags(write=False)`` alone does not say so: a read-only *view* of a writable array
+    changes whenever that array does (``v = a[:]; v.flags.writeable = False; a += 1``), and
+    numpy, which reads the array at every run, would then compute with the new numbers. So an
+    array counts as frozen only when it and every array it is a view of are read-only, down to
+    one that owns its memory (or to an immutable ``bytes`` object). Anything else is compared
+    with a host copy of what was uploaded, before each run.
+    """
+    while isinstance(value, np.ndarray):
+        if value.flags.writeable:
+            return False
+        if value.base is None:
+            return True
+        value = value.base
+    return isinstance(value, bytes)
+
+
 def _rebound(d: Dispatch, graph: Graph) -> Dispatch:
     """``d`` naming ``graph``'s own node (a lowered plan reused from an identically shaped graph names the other's)."""
     node = graph.nodes[d.node.id]
@@ -557,4 +614,5 @@ def compile(graph: Graph, outputs: list[int], max_binding: int | None = None) ->
 
     ``max_binding`` overrides the adapter's per-binding size limit (for tests).
     """
-    return Plan(graph, outputs, max_binding)
+    with GPU_LOCK:   # (the pipeline and lowering caches are shared by every thread's plans)
+        return Plan(graph, outputs, max_binding)

@@ -74,7 +74,16 @@ def huber_loss(pred: Tensor, target: Any, reduction: str = "mean", delta: float 
 
 def one_hot(ids: Tensor, num_classes: int) -> Tensor:
     """Float one-hot rows for integer ids: an embedding lookup into the identity matrix."""
-    return ops.embedding(ids, constant(np.eye(num_classes), name=f"eye({num_classes})"))
+    rows = ops.embedding(ids, constant(np.eye(num_classes), name=f"eye({num_classes})"))
+    # (what an id without a row is called in the error: backends/ids.py)
+    rows.node.meta.update(ids_for="the class ids of one_hot", ids_count="classes", ids_by="one_hot")
+    return rows
+
+
+def _targets(rows: Tensor, loss: str) -> Tensor:
+    """``rows = one_hot(targets)`` built by ``loss``: an id without a class is an error about its targets."""
+    rows.node.meta.update(ids_for=f"the targets of {loss} (class ids)", ids_count="classes", ids_by=loss)
+    return rows
 
 
 def _class_ids_hint(name: str, logits: Tensor, target: Tensor) -> str:
@@ -144,7 +153,7 @@ def cross_entropy(logits: Tensor, target: Any, reduction: str = "mean", label_sm
     _check_targets("cross_entropy", logits, target)
     _smoothing("cross_entropy", label_smoothing)
     c = logits.shape[-1]
-    q = one_hot(target, c) if target.dtype == "int" else target
+    q = _targets(one_hot(target, c), "cross_entropy") if target.dtype == "int" else target
     log_probs = ops.log_softmax(logits, axis=-1)
     if target.dtype == "int" and not label_smoothing:
         per_row = ops.neg(_pick(log_probs, q))
@@ -163,7 +172,8 @@ def nll_loss(log_probs: Tensor, target: Tensor, reduction: str = "mean") -> Tens
     if not isinstance(target, Tensor) or target.dtype != "int":
         raise TypeError("nll_loss: targets must be integer class ids (at.input(\"t\", (N,), dtype=\"int\"))")
     _check_targets("nll_loss", log_probs, target)
-    return _reduce(ops.neg(_pick(log_probs, one_hot(target, log_probs.shape[-1]))), reduction, "nll_loss")
+    rows = _targets(one_hot(target, log_probs.shape[-1]), "nll_loss")
+    return _reduce(ops.neg(_pick(log_probs, rows)), reduction, "nll_loss")
 
 
 def binary_cross_entropy(prob: Tensor, target: Any, reduction: str = "mean", eps: float = 1e-12) -> Tensor:

@@ -21,7 +21,7 @@ from . import reduce as _red
 from . import shape as _shape
 from .registry import OpSpec, VjpContext, apply, as_tensor, register
 
-__all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding"]
+__all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding", "IdsOutOfRange"]
 
 
 # --- softmax / log_softmax: along one axis ------------------------------------------------------
@@ -252,10 +252,27 @@ def _embedding_kernel(ids: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[ids]
 
 
+class IdsOutOfRange(IndexError):
+    """Row ids outside ``[0, bound)``: the kernel's finding, which the backends turn into an error that
+    names where the ids came from (``backends.ids.ids_error``). Holds the first few bad ids and where
+    they are."""
+
+    def __init__(self, bound: int, rows: str, count: int, total: int, first: list[tuple[int, tuple]]) -> None:
+        self.bound, self.rows, self.count, self.total, self.first = bound, rows, count, total, first
+        bad = ", ".join(f"{v} at {at}" for v, at in first)
+        super().__init__(f"ids must be in [0, {bound}) ({rows}); {count} of {total} are not: {bad}")
+
+    @classmethod
+    def check(cls, ids: np.ndarray, n: int, rows: str = "") -> None:
+        """Raise when some id of ``ids`` is outside ``[0, n)``."""
+        if ids.size and (ids.min() < 0 or ids.max() >= n):
+            where = np.argwhere((ids < 0) | (ids >= n))
+            first = [(int(ids[tuple(at)]), tuple(int(i) for i in at)) for at in where[:5]]
+            raise cls(n, rows or f"the table has {n} rows", len(where), int(ids.size), first)
+
+
 def _check_ids(ids: np.ndarray, n: int) -> None:
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        bad = ids[(ids < 0) | (ids >= n)]
-        raise IndexError(f"ids must lie in 0..{n - 1} (the table has {n} rows); got {bad[:5].tolist()}")
+    IdsOutOfRange.check(ids, n)
 
 
 def _embedding_grad_kernel(ids: np.ndarray, g: np.ndarray, num_embeddings: int = 0) -> np.ndarray:

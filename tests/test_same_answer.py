@@ -1,0 +1,202 @@
+"""The same answer on every backend, or the same clear error (issue 22).
+
+A student who moves a working notebook from ``backend="numpy"`` to ``backend="wgpu"`` must get
+the same numbers or the same error, never a different silent answer. Each test here runs on
+both backends (the wgpu one for real, on lavapipe in CI).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from wgpu_helpers import require_adapter
+
+import asgteach as at
+
+require_adapter()
+
+BACKENDS = ["numpy", "wgpu"]
+
+
+# --- a feed left out of a later run ---------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_feed_left_out_of_a_later_run_is_an_error_not_the_last_value(backend: str) -> None:
+    with at.Graph():
+        x = at.input("x", (2, 3))
+        t = at.input("t", (2, 3))
+        y = at.sum((x - t) ** 2)
+    rng = np.random.default_rng(0)
+    X, T = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+    first = at.run(y, {x: X, t: T}, backend=backend)
+    np.testing.assert_allclose(first, np.sum((X - T) ** 2), rtol=1e-5)
+    with pytest.raises(at.FeedError, match="missing feed for input 't'"):
+        at.run(y, {x: X + 1}, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_trainer_batch_without_its_targets_is_an_error(backend: str) -> None:
+    with at.Graph():
+        x = at.input("x", (4, 3))
+        t = at.input("t", (4, 2))
+        net = at.nn.Linear(3, 2, name="lin")
+        loss = at.mean((net(x) - t) ** 2)
+        tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), backend=backend)
+    rng = np.random.default_rng(1)
+    X, T = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)
+    tr.train_step({x: X, t: T})
+    before = tr.params
+    with pytest.raises(at.FeedError, match="missing feed for input 't'"):
+        tr.train_step({x: X})
+    assert tr.step == 1
+    for k, v in tr.params.items():   # the failed step changed nothing
+        np.testing.assert_array_equal(v, before[k], err_msg=k)
+
+
+# --- a read-only view of an array that changes ------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("as_params", [False, True])
+def test_a_read_only_view_of_a_changing_array_gives_its_current_numbers(backend: str, as_params: bool) -> None:
+    """``setflags(write=False)`` on a view does not freeze the memory under it: every backend computes with
+    the numbers the array holds at the run, as numpy does."""
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = x * 2.0
+    base = np.arange(3, dtype=np.float32)
+    view = base[:]
+    view.setflags(write=False)
+
+    def run() -> np.ndarray:
+        kw = {"params": {x: view}} if as_params else {"feeds": {x: view}}
+        return at.compile([y], backend).run(**kw)[0]
+
+    np.testing.assert_array_equal(run(), [0, 2, 4])
+    base += 10   # the view sees it
+    np.testing.assert_array_equal(run(), [20, 22, 24])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_frozen_array_fed_again_gives_its_numbers(backend: str) -> None:
+    """An array that owns its memory and is read-only cannot change: fed again it is the same numbers
+    (and the GPU skips uploading it again)."""
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = x + 1.0
+    frozen = np.arange(3, dtype=np.float32)
+    frozen.setflags(write=False)
+    plan = at.compile([y], backend)
+    for _ in range(3):
+        np.testing.assert_array_equal(plan.run({x: frozen})[0], [1, 2, 3])
+    if backend == "wgpu":
+        assert plan.stats["uploads"] == 0   # the third run uploaded nothing
+
+
+def test_frozen_means_no_writable_array_under_it() -> None:
+    from asgteach.backends.wgpu_backend import frozen
+
+    owner = np.zeros(4)
+    owner.setflags(write=False)
+    assert frozen(owner)
+    assert frozen(owner[1:])                 # a view of a frozen array
+    writable = np.zeros(4)
+    view = writable[1:]
+    view.setflags(write=False)
+    assert not frozen(view)                  # the array under it can change
+    assert not frozen(np.zeros(4))
+    assert frozen(np.frombuffer(b"\x00" * 16, dtype=np.float32))   # bytes never change
+
+
+# --- threads -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_plan_run_from_several_threads_gives_every_thread_its_own_answer(backend: str) -> None:
+    with at.Graph():
+        x = at.input("x", (64, 32))
+        w = at.constant(np.linspace(-1, 1, 32 * 16).reshape(32, 16).astype(np.float32))
+        y = at.sum(at.tanh(x @ w), axis=1)
+    rng = np.random.default_rng(2)
+    batches = [rng.standard_normal((64, 32)).astype(np.float32) for _ in range(8)]
+    want = [at.run(y, {x: b}, backend=backend) for b in batches]
+    got: dict[int, list[np.ndarray]] = {}
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            got[k] = [at.run(y, {x: batches[(k + i) % 8]}, backend=backend) for i in range(12)]
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    for k, values in got.items():
+        for i, v in enumerate(values):
+            np.testing.assert_array_equal(v, want[(k + i) % 8], err_msg=f"thread {k}, run {i}")
+
+
+# --- ids out of range, also after a reshape, a slice or a concat -----------------------------------------
+def _lm_loss(V: int = 5):
+    with at.Graph():
+        tokens = at.input("tokens", (2, 4), dtype="int")
+        targets = at.input("targets", (2, 4), dtype="int")
+        emb = at.nn.Embedding(V, 3, name="emb")
+        head = at.nn.Linear(3, V, name="head")
+        logits = head(emb(tokens))
+        loss = at.nn.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))   # the line the error names
+    return tokens, targets, loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bad", [-100, 5])
+def test_cross_entropy_targets_out_of_range_after_a_reshape(backend: str, bad: int) -> None:
+    tokens, targets, loss = _lm_loss()
+    T = np.array([[0, 1, 2, 3], [4, 0, bad, 1]])
+    tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend=backend)
+    feeds = {tokens: np.array([[0, 1, 2, 3], [4, 0, 1, 2]]), targets: T}
+    with pytest.raises(at.KernelError) as info:
+        tr.train_step(feeds)
+    msg = str(info.value)
+    assert "the targets of cross_entropy" in msg and "ids must be in [0, V) with V = 5 classes" in msg, msg
+    assert f"{bad} at index (1, 2) of 'targets'" in msg and "1 of 8 are not" in msg, msg
+    assert "input 'targets' (2, 4)" in msg and "test_same_answer.py" in msg, msg
+    assert "reshape" in msg and "embedding" not in msg, msg
+    assert ("ignore_index" in msg) == (bad == -100), msg
+    assert tr.step == 0
+    tr.train_step({**feeds, targets: np.where(T == bad, 0, T)})   # the step after it trains as usual
+    assert tr.step == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_ids_out_of_range_after_a_slice_and_a_concat(backend: str) -> None:
+    with at.Graph():
+        ids = at.input("ids", (2, 5), dtype="int")
+        extra = at.constant(np.array([[1], [2]]))
+        table = at.constant(np.arange(12.0).reshape(4, 3))
+        picked = at.embedding(at.concat([ids[:, 1:], extra], axis=1), table)
+        y = at.sum(picked)
+    ok = np.array([[9, 0, 1, 2, 3], [-7, 3, 2, 1, 0]])   # the bad ids are sliced away: no error
+    assert at.run(y, {ids: ok}, backend=backend) == at.run(y, {ids: ok}, backend="numpy")
+    bad = ok.copy()
+    bad[1, 2] = 4
+    with pytest.raises(at.KernelError) as info:
+        at.run(y, {ids: bad}, backend=backend)
+    msg = str(info.value)
+    assert msg.startswith("the ids of embedding 'embedding': ids must be in [0, V) with V = 4 rows in its table"), msg
+    assert "4 at index (1, 1)" in msg and "input 'ids' (2, 5)" in msg and "a constant (2, 1)" in msg, msg
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_bad_id_stops_the_embedding_gradient_too_and_changes_nothing(backend: str) -> None:
+    with at.Graph():
+        ids = at.input("ids", (6,), dtype="int")
+        emb = at.nn.Embedding(4, 2, name="emb")
+        loss = at.sum(emb(ids.reshape(2, 3)) ** 2)
+        tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), backend=backend)
+    tr.train_step({ids: np.array([0, 1, 2, 3, 0, 1])})
+    before = tr.params["emb.weight"]
+    with pytest.raises(at.KernelError, match=r"embedding .*: ids must be in \[0, V\).* 4 at index \(5,\) of 'ids'"):
+        tr.train_step({ids: np.array([0, 1, 2, 3, 0, 4])})
+    np.testing.assert_array_equal(tr.params["emb.weight"], before)
