@@ -79,7 +79,7 @@ def test_a_refused_keyword_says_what_to_write_instead() -> None:
 AWKWARD = [
     "print", "sum_", "np", "max_", "len",           # builtins and the module name numpy usually goes by
     "env", "k_env", "v0", "v1", "o0", "k_v0",       # what the generated program calls its own values
-    "program", "_copy", "_own", "_writable",        # the generated function and its helpers
+    "program", "part_0", "part_1", "_copy", "_own", "_writable",   # the generated functions and helpers
     "__builtins__", "__name__",                     # the generated program's globals
     "match", "case", "type", "_",                   # soft keywords: keywords only at a statement's start
     "σ", "сигмоида",                                # identifiers in NFKC form, in other scripts
