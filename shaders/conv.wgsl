@@ -40,22 +40,28 @@ fn conv2d(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
     let h0 = i32(i) * ip(10u) - ip(12u);
     let w0 = i32(j) * ip(11u) - ip(13u);
     var acc = 0.0;
+    // A tap on the zero padding adds 0 * k: nothing, unless k is NaN or infinite (then NaN, as numpy
+    // gets by multiplying the padded zeros). Skipped, but its weight's bits are looked at.
+    var padded_bad = false;
     for (var c = 0u; c < Cg; c++) {
         let xrow = (n * C + c0 + c) * u32(H);
         let krow = (o * Cg + c) * KH;
         for (var a = 0u; a < KH; a++) {
             let h = h0 + i32(a) * ip(14u);
-            if (h < 0 || h >= H) { continue; }
-            let xb = (xrow + u32(h)) * u32(W);
             let kb = (krow + a) * KW;
+            if (h < 0 || h >= H) {
+                for (var b = 0u; b < KW; b++) { padded_bad = padded_bad || not_finite(in1[kb + b]); }
+                continue;
+            }
+            let xb = (xrow + u32(h)) * u32(W);
             for (var b = 0u; b < KW; b++) {
                 let w = w0 + i32(b) * ip(15u);
-                if (w < 0 || w >= W) { continue; }
+                if (w < 0 || w >= W) { padded_bad = padded_bad || not_finite(in1[kb + b]); continue; }
                 acc = fma(in0[xb + u32(w)], in1[kb + b], acc);
             }
         }
     }
-    out[e] = acc;
+    out[e] = select(acc, bitcast<f32>(0x7fc00000u), padded_bad);
 }
 
 @compute @workgroup_size(256)
@@ -107,14 +113,16 @@ fn conv2d_grad_weight(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgr
     let dw = i32(b) * ip(15u) - ip(13u);
     let terms = N * OH * OW;
     var acc = 0.0;
+    var padded_bad = false;   // a padded zero times a NaN or infinite gradient: NaN (as in conv2d)
     for (var t = li; t < terms; t += WG) {
         let j = t % OW; let i = (t / OW) % OH; let n = t / (OW * OH);
         let h = i32(i) * ip(10u) + dh;
         let w = i32(j) * ip(11u) + dw;
-        if (h < 0 || h >= H || w < 0 || w >= W) { continue; }
-        acc = fma(in0[((n * C + cin) * u32(H) + u32(h)) * u32(W) + u32(w)], in1[((n * O + o) * OH + i) * OW + j], acc);
+        let gy = in1[((n * O + o) * OH + i) * OW + j];
+        if (h < 0 || h >= H || w < 0 || w >= W) { padded_bad = padded_bad || not_finite(gy); continue; }
+        acc = fma(in0[((n * C + cin) * u32(H) + u32(h)) * u32(W) + u32(w)], gy, acc);
     }
-    sv[li] = acc;
+    sv[li] = select(acc, bitcast<f32>(0x7fc00000u), padded_bad);
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (li < s) { sv[li] += sv[li + s]; }

@@ -7,13 +7,14 @@
 fn nan() -> f32 { return bitcast<f32>(pu(2u)); }
 
 // --- scalar functions with numpy's semantics (WGSL leaves some cases undefined) ------
-fn f_log(x: f32) -> f32 { return select(log(x), nan(), x < 0.0 || x != x); }
-fn f_sqrt(x: f32) -> f32 { return select(sqrt(x), nan(), x < 0.0 || x != x); }
-fn f_relu(x: f32) -> f32 { return select(0.0, x, x > 0.0 || x != x); }
+fn f_log(x: f32) -> f32 { return select(log(x), nan(), x < 0.0 || is_nan(x)); }
+fn f_sqrt(x: f32) -> f32 { return select(sqrt(x), nan(), x < 0.0 || is_nan(x)); }
+fn f_relu(x: f32) -> f32 { return select(0.0, x, x > 0.0 || is_nan(x)); }
 // numpy's truth of a number (where's condition): nonzero. Judged on the bits: -0.0 is false, NaN true
 fn f_nonzero(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) != 0u; }
-fn f_max(a: f32, b: f32) -> f32 { return select(max(a, b), nan(), a != a || b != b); }
-fn f_min(a: f32, b: f32) -> f32 { return select(min(a, b), nan(), a != a || b != b); }
+fn f_max(a: f32, b: f32) -> f32 { return select(max(a, b), nan(), is_nan(a) || is_nan(b)); }
+fn f_min(a: f32, b: f32) -> f32 { return select(min(a, b), nan(), is_nan(a) || is_nan(b)); }
+fn f_sign(x: f32) -> f32 { return select(sign(x), x, is_nan(x)); }   // numpy: sign(NaN) is NaN
 
 fn f_tanh(x: f32) -> f32 {
     // (1 - e^-2|x|) / (1 + e^-2|x|) never overflows; a short series keeps tiny x exact
@@ -66,7 +67,7 @@ fn f_pow(a: f32, b: f32) -> f32 {
     // numpy: any base to an integer power (x**2 of a negative x is fine), NaN for a
     // negative base to a fractional power. Small integer powers multiply exactly.
     if (b == 0.0) { return 1.0; }
-    if (a != a || b != b) { return nan(); }
+    if (is_nan(a) || is_nan(b)) { return nan(); }
     let integral = b == round(b);
     if (integral && abs(b) <= 32.0) {
         var n = u32(abs(b));
@@ -81,7 +82,11 @@ fn f_pow(a: f32, b: f32) -> f32 {
         return select(r, 1.0 / r, b < 0.0);
     }
     if (a < 0.0) {
-        if (!integral) { return nan(); }
+        if (!integral) {
+            // numpy: (-inf) ** 0.5 is inf and (-inf) ** -0.5 is 0 (judged on the bits, like NaN)
+            if (bitcast<u32>(a) == 0xff800000u) { return select(bitcast<f32>(0x7f800000u), 0.0, b < 0.0); }
+            return nan();
+        }
         let m = exp2(b * log2(-a));
         return select(m, -m, abs(b % 2.0) == 1.0);
     }

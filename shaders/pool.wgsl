@@ -50,7 +50,7 @@ fn winner(plane: u32, i: u32, j: u32) -> Win {
     for (var a = 0; a < ip(7u); a++) {
         for (var b = 0; b < ip(8u); b++) {
             let v = xval(plane, h0 + a, w0 + b, NEG_INF);
-            if (v > best.v || (v != v && best.v == best.v)) { best = Win(h0 + a, w0 + b, v); }
+            if (v > best.v || (is_nan(v) && !is_nan(best.v))) { best = Win(h0 + a, w0 + b, v); }
         }
     }
     return best;

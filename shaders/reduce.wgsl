@@ -54,15 +54,15 @@ fn inner_off(r: u32) -> u32 { return walk(r, pu(3u), 24u, 32u); }
 
 fn max_nan(m: f32, v: f32) -> f32 {
     // numpy's max propagates NaN; WGSL's max() may drop it
-    if (m != m) { return m; }
-    if (v != v) { return v; }
+    if (is_nan(m)) { return m; }
+    if (is_nan(v)) { return v; }
     return max(m, v);
 }
 
 // (v, i) beats (m, j)? Larger wins, ties go to the first index, NaN counts as largest.
 fn beats(v: f32, i: u32, m: f32, j: u32) -> bool {
-    if (v != v) { return m == m || i < j; }
-    if (m != m) { return false; }
+    if (is_nan(v)) { return !is_nan(m) || i < j; }
+    if (is_nan(m)) { return false; }
     return v > m || (v == m && i < j);
 }
 

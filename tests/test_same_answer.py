@@ -11,6 +11,7 @@ import threading
 
 import numpy as np
 import pytest
+from opcases import CASES
 from wgpu_helpers import require_adapter
 
 import asgteach as at
@@ -200,3 +201,152 @@ def test_a_bad_id_stops_the_embedding_gradient_too_and_changes_nothing(backend: 
     with pytest.raises(at.KernelError, match=r"embedding .*: ids must be in \[0, V\).* 4 at index \(5,\) of 'ids'"):
         tr.train_step({ids: np.array([0, 1, 2, 3, 0, 4])})
     np.testing.assert_array_equal(tr.params["emb.weight"], before)
+
+
+# --- NaN and inf in a feed: the same NaNs on the GPU as on numpy, and the same report ------------------
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf], ids=["nan", "inf", "-inf"])
+def test_every_op_puts_nan_and_inf_where_numpy_does(special: float) -> None:
+    """Every op's case (tests/opcases.py), with one element of one float feed at a time set to NaN or +-inf:
+    the GPU's output has NaN and inf (with its sign) exactly where numpy's has them, or both raise the same
+    error. WGSL lets a compiler assume no NaN exists (naga + lavapipe fold ``x != x`` to false): the kernels
+    judge NaN on the bits (``is_nan`` in common.wgsl), and a convolution's padded taps count 0 * inf as NaN."""
+    differ = []
+    for c in CASES:
+        b = c.build()
+        for key, val in b.feeds.items():
+            if np.asarray(val).dtype.kind != "f" or np.size(val) == 0:
+                continue
+            v = np.array(val, dtype=np.float32, copy=True)
+            v.flat[v.size // 2] = special
+            feeds = {k: (np.asarray(x, np.float32) if np.asarray(x).dtype.kind == "f" else x)
+                     for k, x in {**b.feeds, key: v}.items()}
+            got, want = [], []
+            for backend, out in (("numpy", want), ("wgpu", got)):
+                try:
+                    out.append(at.run([b.y], feeds, backend=backend, on_nan="ignore")[0])
+                except Exception as e:  # noqa: BLE001 - the same error on both is what is checked
+                    out.append(type(e).__name__)
+            w, g = want[0], got[0]
+            if isinstance(w, str) or isinstance(g, str):
+                if not (isinstance(w, str) and isinstance(g, str) and w == g):
+                    differ.append((c.id, key, *(v if isinstance(v, str) else "values" for v in (w, g))))
+            elif w.dtype.kind != "f":
+                if not np.array_equal(w, g):
+                    differ.append((c.id, key, w.tolist(), g.tolist()))
+            elif not (np.array_equal(np.isnan(w), np.isnan(g)) and np.array_equal(np.isposinf(w), np.isposinf(g))
+                      and np.array_equal(np.isneginf(w), np.isneginf(g))):
+                differ.append((c.id, key, f"numpy NaN at {np.argwhere(np.isnan(w)).tolist()}",
+                               f"wgpu NaN at {np.argwhere(np.isnan(g)).tolist()}"))
+    assert not differ, differ
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", ["relu", "max", "maximum", "max_pool2d", "sign"])
+def test_nan_in_a_feed_is_reported_as_the_feed(backend: str, op: str) -> None:
+    """relu, max, maximum and max_pool2d turned a NaN into a number on the GPU, so no NaN reached the output
+    and nothing was said; numpy reports the feed."""
+    with at.Graph():
+        x = at.input("x", (1, 1, 2, 2))
+        y = {"relu": lambda: at.relu(x), "max": lambda: at.max(x), "maximum": lambda: at.maximum(x, 0.5),
+             "max_pool2d": lambda: at.max_pool2d(x, 2), "sign": lambda: at.sign(x)}[op]()
+    X = np.array([[[[1.0, np.nan], [-2.0, 0.5]]]], np.float32)
+    with pytest.raises(at.NumericsError, match=r"the feed for input 'x' contains NaN \(1 of 4 values, first at "
+                                               r"index \(0, 0, 0, 1\)\)"):
+        at.run(y, {x: X}, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inf_in_a_feed_that_makes_a_nan_is_explained_alike(backend: str) -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = at.relu(x) - x    # inf - inf
+    with pytest.raises(at.NumericsError, match=r"NaN first appears in sub (?s:.*)1 of 3 values are NaN"):
+        at.run(y, {x: np.array([1.0, np.inf, -1.0], np.float32)}, backend=backend)
+
+
+# --- a NaN batch does not poison a Trainer -------------------------------------------------------------
+def _mlp_trainer(backend: str, rows: int = 8, optimizer=None):
+    with at.Graph():
+        x = at.input("x", (rows, 16))
+        t = at.input("t", (rows, 4))
+        net = at.nn.MLP([16, 32, 4], activation="relu", name="mlp")
+        loss = at.mean((net(x) - t) ** 2)
+        tr = at.Trainer(loss, optimizer=optimizer or at.optim.AdamW(lr=1e-2), backend=backend, seed=3)
+    rng = np.random.default_rng(5)
+    X, T = rng.standard_normal((rows, 16)).astype(np.float32), rng.standard_normal((rows, 4)).astype(np.float32)
+    return tr, x, t, X, T
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("rows", [8, 600])   # 600 rows: the bias gradients are split sums (partials on the GPU)
+def test_a_nan_batch_changes_nothing_and_training_goes_on_as_if_it_never_came(backend: str, rows: int) -> None:
+    tr, x, t, X, T = _mlp_trainer(backend, rows)
+    clean, cx, ct, _, _ = _mlp_trainer(backend, rows)
+    assert tr.train_step({x: X, t: T}) == clean.train_step({cx: X, ct: T})
+    before = {k: v.copy() for k, v in tr.held_values().items()}   # parameters and optimizer state
+    bad = X.copy()
+    bad[rows // 2, 3] = np.nan
+    with pytest.raises(at.NumericsError) as info:
+        tr.train_step({x: bad, t: T})
+    msg = str(info.value)
+    assert msg.startswith(f"the feed for input 'x' contains NaN (1 of {rows * 16} values, first at index "
+                          f"({rows // 2}, 3))"), msg
+    assert "this training step was not applied" in msg, msg
+    assert tr.step == 1 and len(tr.history) == 1
+    after = tr.held_values()
+    for k, v in before.items():
+        np.testing.assert_array_equal(after[k], v, err_msg=tr.graph.nodes[k].name)
+    rest = [tr.train_step({x: X + 0.1 * i, t: T}) for i in range(3)]
+    want = [clean.train_step({cx: X + 0.1 * i, ct: T}) for i in range(3)]
+    if backend == "numpy":
+        assert rest == want
+    else:
+        np.testing.assert_allclose(rest, want, rtol=1e-6)
+    if backend == "wgpu":
+        assert tr.plan.stats["host_syncs"] == 1   # the gate's flag came back with the loss
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_infinite_gradient_with_a_finite_loss_is_refused_naming_its_node(backend: str) -> None:
+    """sqrt at 0 is finite, its slope is not: the loss is fine and the gradient is inf. The step is refused on
+    both backends with the same message, which names the backward node where the inf started."""
+    with at.Graph():
+        x = at.input("x", (4,))
+        w = at.parameter("w", (4,))
+        loss = at.sum(at.sqrt(x * w))
+        tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), backend=backend, initial={"w": np.ones(4)})
+    tr.train_step({x: np.array([1.0, 2.0, 3.0, 4.0], np.float32)})
+    before = tr.params["w"]
+    with pytest.raises(at.NumericsError) as info:
+        tr.train_step({x: np.array([1.0, 0.0, 3.0, 4.0], np.float32)})
+    msg = str(info.value)
+    assert msg.startswith("inf first appears in div (node #") and "backward pass" in msg, msg
+    assert "this training step was not applied" in msg
+    np.testing.assert_array_equal(tr.params["w"], before)
+    assert tr.step == 1
+
+
+def test_a_gpu_plan_copies_an_update_only_when_the_run_was_finite() -> None:
+    """An update that is not written in place (another output reads the new value) is copied by a kernel
+    that the gate turns off too; with on_nan="ignore" the skip is silent but counted."""
+    from asgteach.backends import wgpu_backend
+
+    with at.Graph() as g:
+        x = at.input("x", (3,))
+        p = at.parameter("p", (3,))
+        new = p - 0.5 * x
+        total = at.sum(new)
+    plan = wgpu_backend.compile(g, [total.node_id, new.node_id])
+    plan.bind_updates({p: new})
+    assert plan.gate is not None and plan.gate.copies == [(new.node_id, p.node_id)]
+    one = np.ones(3, np.float32)
+    assert plan.run({x: one, p: np.zeros(3, np.float32)})[0] == -1.5
+    np.testing.assert_array_equal(plan.read_params()["p"], [-0.5] * 3)
+    out = plan.run({x: np.array([1.0, np.inf, 1.0], np.float32)}, on_nan="ignore")
+    assert plan.stats["updates_skipped"] == 1 and np.isinf(out[0])
+    np.testing.assert_array_equal(plan.read_params()["p"], [-0.5] * 3)
+    with pytest.raises(at.NumericsError, match="the feed for input 'x' contains NaN (?s:.*)updates were not applied"):
+        plan.run({x: np.array([np.nan, 1.0, 1.0], np.float32)})
+    np.testing.assert_array_equal(plan.read_params()["p"], [-0.5] * 3)
+    assert plan.run({x: one})[0] == -3.0
+    np.testing.assert_array_equal(plan.read_params()["p"], [-1.0] * 3)

@@ -100,7 +100,9 @@ def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None
     batches = _batches(plan)
     assert batches and sum(la.count for la in batches) >= 6, [la.members for la in plan.launches]
     assert all(la.dispatch.entry == "fused_batch" for la in batches)
-    assert plan.stats["dispatches"] == len(plan.launches) < len(plan.dispatches)
+    # (the gate adds its check and its arguments: two launches)
+    assert plan.stats["dispatches"] - plan.stats["gate_dispatches"] == len(plan.launches) < len(plan.dispatches)
+    assert plan.stats["gate_dispatches"] == 2
     np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
     for k, v in results["numpy"][1].items():
         np.testing.assert_allclose(results["wgpu"][1][k], v, rtol=2e-4, atol=2e-5, err_msg=k)

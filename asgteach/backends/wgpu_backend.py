@@ -70,8 +70,11 @@ from . import ids
 from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
 from .wgpu_batch import Launch, plan_launches
-from .wgpu_device import Gpu, check_available, describe, gpu, map_for_reading, shaders_stamp  # noqa: F401 - API
-from .wgpu_kernels import Dispatch
+from .wgpu_gate import PER_WG as GATE_PER_WG
+from .wgpu_gate import SLOTS as GATE_SLOTS
+from .wgpu_gate import Gate, check_source, plan_gate
+from .wgpu_device import Gpu, check_available, describe, family_source, gpu, map_for_reading, shaders_stamp  # noqa: F401
+from .wgpu_kernels import WG_LINEAR, Dispatch, groups_for
 from .wgpu_lower import _bind_entries, _in_place_rewrite, _lower
 from .wgpu_lower import nbytes as _nbytes
 from .wgpu_matmul import tile_from_env
@@ -184,7 +187,12 @@ class Plan:
         # what is recorded: the dispatches, neighbouring chains of one kernel batched (wgpu_batch); built at the
         # first run, and again after bind_updates rewrites chains
         self.launches: list[Launch] | None = None
-        self._launched: list[tuple[Any, Any, tuple[int, int, int]]] = []
+        # (pipeline, bind group, workgroups, offset in the gate's argument buffer when dispatched from it)
+        self._launched: list[tuple[Any, Any, tuple[int, int, int], int | None]] = []
+        self.gate: Gate | None = None   # with bind_updates: the device-side check before the updates (wgpu_gate)
+        self._gate_buffers: dict[str, Any] = {}
+        self._flag_at: int | None = None   # where the gate's flag lands in the staging buffer
+        self._gate_launches = 0            # the launches the gate adds (checks, its arguments, copies)
         self.stats: dict[str, int] = {}
         self.totals = {"runs": 0, "submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0}
 
@@ -214,7 +222,7 @@ class Plan:
                 self.gpu.prefetch(la.dispatch.key, la.dispatch.source, la.dispatch.entry)
         return launches
 
-    def _launch_commands(self) -> list[tuple[Any, Any, tuple[int, int, int]]]:
+    def _launch_commands(self) -> list[tuple[Any, Any, tuple[int, int, int], int | None]]:
         """(pipeline, bind group, workgroups) of every launch, built once per set of launches.
 
         A batch's uniform blocks are its members' blocks, copied one after the other into
@@ -238,14 +246,82 @@ class Plan:
             self.gpu.device.queue.write_buffer(self._batch_uniforms, 0, rows)
             for la in self.launches:
                 if la.count == 1:
-                    self._launched.append(self._encoded[la.members[0]])
+                    self._launched.append((*self._encoded[la.members[0]], None))
                     continue
                 d = la.dispatch
                 pipe = self.gpu.pipeline(d.key, d.source, d.entry)
                 entries = _bind_entries(self.graph, d, self._scratch_bytes)
                 self._launched.append((pipe, self._bind_group(pipe, start[la.members], entries, blocks=la.count,
-                                                              uniforms=self._batch_uniforms), d.groups))
+                                                              uniforms=self._batch_uniforms), d.groups, None))
+            self._add_gate()
         return self._launched
+
+    def _add_gate(self) -> None:
+        """With bind_updates: check the gradients and the loss on the device before the first update kernel,
+        and dispatch the updates from arguments that are zero when something was not finite (wgpu_gate)."""
+        self.gate = gate = plan_gate(
+            self.graph, self.dispatches, [la.members for la in self.launches], self._updates, self._in_place,
+            self.outputs, self._device_only,
+            lambda d, nid: next(b for _, n, b in _bind_entries(self.graph, d, self._scratch_bytes) if n == nid))
+        if gate is None:
+            self._flag_at, self._gate_launches = None, 0
+            return
+        dev, wgpu = self.gpu.device, self.gpu.wgpu
+        usage = wgpu.BufferUsage
+        align = self.gpu.uniform_align
+        checks = [gate.checked[i:i + GATE_SLOTS] for i in range(0, len(gate.checked), GATE_SLOTS)]
+        blocks = np.zeros((len(checks) + 1 + len(gate.copies), align // 4), dtype=np.uint32)
+        flag = dev.create_buffer(size=16, usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+        uniforms = dev.create_buffer(size=blocks.nbytes, usage=usage.UNIFORM | usage.COPY_DST)
+        gated_groups = [self._launched[i][2] for i in gate.gated]
+        copy_groups = [groups_for(-(-_nbytes(self.graph.nodes[old]) // (4 * WG_LINEAR))) for _, old in gate.copies]
+        words = np.array([g for groups in gated_groups + copy_groups for g in groups], dtype=np.uint32)
+        groups = dev.create_buffer(size=max(16, words.nbytes), usage=usage.STORAGE | usage.COPY_DST)
+        dev.queue.write_buffer(groups, 0, words)
+        args = dev.create_buffer(size=max(16, words.nbytes), usage=usage.STORAGE | usage.INDIRECT)
+
+        def group(pipe: Any, row: int, buffers: list[tuple[Any, int]]) -> Any:
+            return dev.create_bind_group(layout=pipe.get_bind_group_layout(0), entries=[
+                {"binding": 0, "resource": {"buffer": uniforms, "offset": row * align, "size": 256}},
+                *({"binding": b, "resource": {"buffer": buf, "offset": 0, "size": size}}
+                  for b, (buf, size) in enumerate(buffers, start=1))])
+
+        before: list[tuple[Any, Any, tuple[int, int, int], int | None]] = []
+        for row, slots in enumerate(checks):   # 1. look at every gradient and the loss
+            pipe = self.gpu.pipeline(("finite_check", len(slots)), check_source(len(slots)), "finite_check")
+            for s, (nid, nbytes) in enumerate(slots):
+                blocks[row, 4 * s] = nbytes // 4
+            before.append((pipe, group(pipe, row, [(flag, 16), *((self.buffers[n], b) for n, b in slots)]),
+                           groups_for(sum(-(-(b // 4) // GATE_PER_WG) for _, b in slots)),
+                           None))
+        row = len(checks)   # 2. the updates' workgroups, or none
+        blocks[row, 0] = words.size
+        pipe = self.gpu.pipeline(("gate_args",), family_source("gate"), "gate_args")
+        before.append((pipe, group(pipe, row, [(flag, 16), (groups, max(16, words.nbytes)),
+                                                (args, max(16, words.nbytes))]),
+                       (-(-max(1, words.size) // 64), 1, 1), None))
+        launched = list(self._launched)
+        for k, i in enumerate(gate.gated):
+            pipe_i, bg_i, groups_i, _ = launched[i]
+            launched[i] = (pipe_i, bg_i, groups_i, 12 * k)
+        copy_pipe = self.gpu.pipeline(("copy_words",), family_source("gate_copy"), "copy_words") if gate.copies \
+            else None
+        after = []
+        for k, (new, old) in enumerate(gate.copies):   # 3. updates not written in place: copied, or not
+            nbytes = _nbytes(self.graph.nodes[old])
+            blocks[row + 1 + k, 0] = nbytes // 4
+            after.append((copy_pipe, group(copy_pipe, row + 1 + k, [(self.buffers[old], nbytes),
+                                                                      (self.buffers[new], nbytes)]),
+                          copy_groups[k], 12 * (len(gate.gated) + k)))
+        dev.queue.write_buffer(uniforms, 0, blocks)
+        self._launched = launched[:gate.at] + before + launched[gate.at:] + after
+        self._gate_launches = len(before) + len(after)
+        self._gate_buffers = {"flag": flag, "args": args, "groups": groups, "uniforms": uniforms}
+        # the flag is read back with the outputs: a staging buffer 16 bytes longer
+        end = self._lowered.staging_size
+        self._flag_at = -(-end // 16) * 16
+        self.staging = dev.create_buffer(size=self._flag_at + 16, usage=usage.MAP_READ | usage.COPY_DST)
+        self._read_end = None
 
     # -- introspection ------------------------------------------------------------------
     def shader_for(self, node: Any) -> str:
@@ -379,20 +455,29 @@ class Plan:
         busy. ``bind_updates`` changes the copies, so it drops a recorded buffer.
         """
         enc = self.gpu.device.create_command_encoder()
+        launched = self._launch_commands()
+        if self.gate is not None:
+            enc.clear_buffer(self._gate_buffers["flag"])
+        args = self._gate_buffers.get("args")
         cpass = enc.begin_compute_pass()
         last = None
-        for pipe, bg, (x, y, z) in self._launch_commands():
+        for pipe, bg, (x, y, z), indirect in launched:
             if pipe is not last:
                 cpass.set_pipeline(pipe)
                 last = pipe
             cpass.set_bind_group(0, bg)
-            cpass.dispatch_workgroups(x, y, z)
+            if indirect is None:
+                cpass.dispatch_workgroups(x, y, z)
+            else:   # an update: as many workgroups as the gate wrote (none after a NaN)
+                cpass.dispatch_workgroups_indirect(args, indirect)
         cpass.end()
         for nid, off in zip(self.outputs, self._out_offsets):
             if nid not in self._device_only:
                 enc.copy_buffer_to_buffer(self.buffers[nid], 0, self.staging, off, _nbytes(self.graph.nodes[nid]))
+        if self.gate is not None:
+            enc.copy_buffer_to_buffer(self._gate_buffers["flag"], 0, self.staging, self._flag_at, 4)
         for src, dst in self._updates:
-            if (src, dst) in self._in_place:   # the kernel wrote it there already
+            if (src, dst) in self._in_place or self.gate is not None:   # a kernel wrote (or copied) it already
                 continue
             enc.copy_buffer_to_buffer(self.buffers[src], 0, self.buffers[dst], 0, _nbytes(self.graph.nodes[dst]))
         return enc.finish()
@@ -506,7 +591,7 @@ class Plan:
         given = resolve_feeds(self.graph, all_feeds)
         self._check_ids(given)
         stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0,
-                 "dispatches": len(self._launch_commands())}
+                 "dispatches": len(self._launch_commands()), "gate_dispatches": self._gate_launches}
         self._upload(given, stats)
         for nid, error in self._failing.items():   # numpy raises here too: say so instead of inventing a value
             n = self.graph.nodes[nid]
@@ -525,6 +610,8 @@ class Plan:
         if self._read_end is None:
             self._read_end = max([off + _nbytes(self.graph.nodes[nid]) for nid, off in zip(self.outputs,
                                   self._out_offsets) if nid not in self._device_only] or [16])
+            if self._flag_at is not None:
+                self._read_end = max(self._read_end, self._flag_at + 8)
         end = self._read_end
         map_for_reading(self.staging, end)   # waits for the GPU: the one host sync
         stats["host_syncs"] += 1
@@ -534,6 +621,7 @@ class Plan:
         raw = np.frombuffer(self.staging.read_mapped(0, end, copy=False), dtype=np.uint8)
         try:
             outs = self._copy_outputs(raw)
+            skipped = self._flag_at is not None and bool(raw[self._flag_at:self._flag_at + 4].view(np.uint32)[0])
         finally:
             del raw   # no view of the mapped memory may outlive the mapping
             self.staging.unmap()
@@ -541,9 +629,35 @@ class Plan:
         self.totals["runs"] += 1
         for k in ("submits", "host_syncs", "uploads", "upload_bytes"):
             self.totals[k] += stats[k]
-        if on_nan != "ignore" and any(n.dtype == "float" and np.isnan(outs[k]).any() for k, n, _ in self._read_back):
+        stats["updates_skipped"] = int(skipped)
+        if skipped and on_nan != "ignore":
+            self._explain_skip(all_feeds, on_nan)
+        elif on_nan != "ignore" and any(n.dtype == "float" and np.isnan(outs[k]).any() for k, n, _ in self._read_back):
             self._explain_nan(all_feeds, on_nan)
         return outs
+
+    def _explain_skip(self, feeds: Mapping[Any, Any], on_nan: str) -> None:
+        """The gate kept the updates from running: say which node made the first NaN or infinity."""
+        note = ("\n  this run's updates were not applied: the parameters and optimizer state on the GPU are as "
+                "they were before it (the check before the update kernels found a value that is not finite)")
+        try:
+            self._explain_nan(feeds, on_nan)   # a NaN in what is read back: numpy's search names its node
+        except NumericsError as e:
+            raise NumericsError(f"{e}{note}") from None
+        from . import numpy_backend
+        from .nonfinite import first_nonfinite
+
+        ref = numpy_backend.Plan(self.graph, self.outputs)
+        given = resolve_feeds(self.graph, feeds)
+        if any(n.id not in given for n in ref.leaves):
+            held = self.read_params()
+            feeds = {**{n.id: held[n.name] for n in ref.leaves if n.id not in given}, **given}
+        found = first_nonfinite(self.graph, [n for n, _ in self.gate.checked], feeds, np.float32)
+        msg = (found or "a value the updates read was not finite on the GPU, but numpy (float32) computes only "
+               "finite values from the same feeds: a GPU kernel differs from numpy here; please report it") + note
+        if on_nan == "raise":
+            raise NumericsError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
 
     def _copy_outputs(self, raw: np.ndarray) -> list[np.ndarray | None]:
         """Each requested output, copied out of the staging bytes (``None`` for device-only ones)."""

@@ -397,6 +397,8 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
         r = rs[0]
         if r.op == "broadcast_to" or not _fusable(r) or r.id in f.skip or r.id in f.shortcuts:
             continue
+        if "grad_of" in n.meta and "update" in r.meta:
+            continue   # a final gradient is written before the optimizer's update reads it: wgpu_gate looks at it
         if r.shape == n.shape and (n.id not in outs or n.dtype == "float"):
             into[n.id] = r.id   # (a requested output is computed in the chain AND written: a store)
         elif n.size == 1 and n.id not in outs:

@@ -26,7 +26,8 @@ import numpy as np
 
 from ..autograd import grad
 from ..backends import compile as _compile
-from ..backends.common import resolve_feeds
+from ..backends.common import NumericsError, resolve_feeds
+from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
 from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
 from ..tensor import Tensor
@@ -159,13 +160,30 @@ class Trainer:
 
     # -- training -----------------------------------------------------------------------------
     def train_step(self, feeds: Mapping[Any, Any]) -> float:
-        """One step: forward, backward and update in a single plan run. Returns the loss."""
+        """One step: forward, backward and update in a single plan run. Returns the loss.
+
+        A step whose loss or gradients are not finite (NaN or inf) changes nothing — parameters,
+        optimizer state, the step count, the dropout generator — and raises NumericsError naming
+        the node where the first such value started. Like PyTorch's GradScaler, which skips the
+        optimizer's step when it finds an infinity in the gradients; on the GPU the update kernels
+        are skipped on the device (``backends/wgpu_gate.py``), so a NaN batch cannot poison the
+        parameters there either.
+        """
         lr = self.scheduler(self.optimizer.lr, self.step)
+        rng_state = self.rng.bit_generator.state
         held = self._values if (self._upload_values or not self._device_held) else {}
         all_feeds = {**self._cast(feeds), **self._random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
-        outs = self._plan.run(all_feeds)
+        outs = self._plan.run(all_feeds, on_nan="ignore")
+        skipped = self._plan.stats.get("updates_skipped", 0) if self._device_held else \
+            not all(_finite(o) for o in outs)
+        if skipped or not np.isfinite(outs[0]):
+            try:
+                self._refuse(all_feeds, outs)
+            except NumericsError:
+                self.rng.bit_generator.state = rng_state
+                raise
         if self._device_held:
             self._upload_values, self._stale = False, True
         else:
@@ -175,6 +193,23 @@ class Trainer:
         loss = float(outs[0])
         self.history.append(loss)
         return loss
+
+    def _refuse(self, feeds: dict[int, Any], outs: list[Any]) -> None:
+        """Raise the NumericsError for a step that met a NaN or an infinity in its loss or gradients (the
+        same message on every backend: the origin is searched on numpy, in the Trainer's precision).
+        Returns when the loss and every gradient are finite after all (an optimizer's own arithmetic
+        overflowed: that step is applied, as PyTorch applies it)."""
+        self._sync()   # the parameters the step started from (the device kept them: the gate)
+        feeds = {**feeds, **self._values}
+        targets = [self.loss.node_id, *(g.node_id for g in self.grads)]
+        found = first_nonfinite(self.graph, targets, feeds, self.dtype)
+        if found is None:
+            if not self._device_held:
+                return
+            found = ("the GPU found a gradient or the loss not finite, but numpy computes finite values from the "
+                     "same feeds: a GPU kernel differs from numpy here; please report it")
+        raise NumericsError(f"{found}\n  this training step was not applied: the parameters, the optimizer state "
+                            f"and the step count ({self.step}) are as they were before it")
 
     def fit(
         self,
@@ -414,6 +449,17 @@ class _Background:
         if not ok:
             raise value
         return value
+
+
+def _finite(value: Any) -> bool:
+    """Whether a step's output holds only finite numbers (None: kept on the device). One pass, no temporary
+    for the usual case: ``x . x`` is finite when every element is (a huge finite x can overflow it: then
+    each element is looked at)."""
+    if value is None or value.dtype.kind != "f" or not value.size:
+        return True
+    flat = value.reshape(-1)
+    with np.errstate(all="ignore"):
+        return bool(np.isfinite(flat.dot(flat))) or bool(np.isfinite(flat).all())
 
 
 def _check_unique_names(params: Sequence[Tensor]) -> None:

@@ -409,7 +409,7 @@ def abs(x: Any) -> Tensor:  # noqa: A001 - numpy's name
 # --- sign -----------------------------------------------------------------------------------------
 register(OpSpec(
     name="sign", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sign,
-    vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, wgsl_expr="sign(x)", doc="-1, 0 or +1 by the sign of x",
+    vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, wgsl_expr="f_sign(x)", doc="-1, 0 or +1 by the sign of x",
 ))
 
 
