@@ -18,7 +18,7 @@ from .autograd import grad, hvp, jvp
 from .backends import (
     BackendUnavailable, FeedError, KernelError, NumericsError, available, compile, describe, get_backend, run,
 )
-from .graph import Graph, NameReboundWarning, Node, ReleasedError, default_graph
+from .graph import Graph, GraphLoadError, NameReboundWarning, Node, ReleasedError, default_graph
 from .graph import reset_default_graph as reset
 from .gradcheck import GradcheckReport, gradcheck
 # every op's public function (at.relu, at.sum, ...): ops.__all__ gathers them from the module of each op family
@@ -28,14 +28,14 @@ from .tensor import Tensor
 from .widgets.show import show  # also lets a Graph or Tensor ending a notebook cell draw itself
 from . import cells  # noqa: F401,E402  (re-running notebook cells: hooks IPython when one runs)
 from . import nn  # noqa: E402  (nn builds on everything above)
-from .nn import DataLoader, Dataset, Trainer, WeightsFileError
+from .nn import CheckpointWarning, DataLoader, Dataset, Trainer, WeightsFileError
 from .nn import init, optim
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError",
-    "Graph", "Node", "Tensor", "ShapeError", "FeedError", "KernelError",
+    "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError", "CheckpointWarning",
+    "Graph", "Node", "Tensor", "ShapeError", "FeedError", "KernelError", "GraphLoadError",
     "NumericsError", "BackendUnavailable", "NameReboundWarning", "ReleasedError", "default_graph", "reset",
     "ops", "grad", "jvp", "hvp", "run", "compile",
     "available", "describe", "get_backend", "gradcheck", "GradcheckReport",

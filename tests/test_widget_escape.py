@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.ops.registry import REGISTRY, OpSpec, apply, register
+from asgteach.ops.registry import REGISTRY, OpSpec, apply
 from asgteach.widgets import elements as E
 from asgteach.widgets.inspector import InspectorData, empty_html, group_html, node_html, prose
 from asgteach.widgets.static import static_html
@@ -118,7 +118,9 @@ def check_page(page: str, where: str) -> Walk:
 
 @pytest.fixture
 def hostile_op():
-    register(OpSpec(OP, "activation", 1, lambda s, **_: s, lambda a, **_: 2.0 * a, vjp=lambda c, g: (g * 2.0,)))
+    # register() refuses such a name now (op names are identifiers); the view must still escape whatever an op's
+    # name holds, so the spec goes into the registry by hand (defence in depth, not a way students take)
+    REGISTRY[OP] = OpSpec(OP, "activation", 1, lambda s, **_: s, lambda a, **_: 2.0 * a, vjp=lambda c, g: (g * 2.0,))
     yield OP
     REGISTRY.pop(OP, None)
 

@@ -20,4 +20,4 @@ from .losses import (  # noqa: F401
     nll_loss, one_hot,
 )
 from .module import Module, Sequential  # noqa: F401
-from .trainer import Trainer, WeightsFileError  # noqa: F401
+from .trainer import CheckpointWarning, Trainer, WeightsFileError  # noqa: F401
