@@ -350,3 +350,31 @@ def test_a_gpu_plan_copies_an_update_only_when_the_run_was_finite() -> None:
     np.testing.assert_array_equal(plan.read_params()["p"], [-0.5] * 3)
     assert plan.run({x: one})[0] == -3.0
     np.testing.assert_array_equal(plan.read_params()["p"], [-1.0] * 3)
+
+
+def test_the_gate_checks_a_gradient_made_after_the_first_update_through_what_it_is_made_from() -> None:
+    """A split sum's last stage may run between two updates (wgpu_batch lets it wait until just before the update
+    that reads it): the check before the first update cannot see its result yet, so it looks at its partial sums."""
+    from asgteach.backends.wgpu_gate import plan_gate
+    from asgteach.backends.wgpu_kernels import Dispatch
+
+    with at.Graph() as g:
+        ids = [at.input(f"v{k}", (4,)).node_id for k in range(8)]
+    loss, partials, bias_grad, w_grad, p, q, p_new, q_new = ids
+
+    def d(node: int, binds: dict, batch: str | None = None, stores: tuple = ()) -> Dispatch:
+        return Dispatch(node=g.nodes[node], key=("k",), source="", entry="e", params=np.zeros(64, np.uint32),
+                        binds=binds, groups=(1, 1, 1), stores=stores, batch=batch)
+
+    dispatches = [
+        d(loss, {1: loss}),                                   # 0: the loss
+        d(w_grad, {1: w_grad, 2: loss}),                      # 1: a weight gradient
+        d(p, {1: p, 2: w_grad}, batch="chain"),               # 2: p's update, in place
+        d(bias_grad, {1: partials, 2: bias_grad}, batch="partials"),   # 3: a bias gradient's last stage
+        d(q, {1: q, 2: bias_grad}, batch="chain"),            # 4: q's update, in place
+    ]
+    updates = [(p_new, p), (q_new, q)]   # written in place: the chains' binding 1 is the parameter itself
+    gate = plan_gate(g, dispatches, [[0], [1], [2], [3], [4]], updates, set(updates), [loss, p_new, q_new],
+                     {p_new, q_new}, lambda dd, n: 16)
+    assert gate is not None and gate.at == 2 and gate.gated == [2, 4] and gate.copies == []
+    assert sorted(n for n, _ in gate.checked) == sorted([w_grad, partials, loss])
