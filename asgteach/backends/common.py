@@ -6,7 +6,8 @@ as Protocols: ``asgteach.backends.reference`` is the shortest thing that does th
 Feeds arrive the same way on every backend — ``{Tensor or name: array}`` — and are checked
 the same way, with the same messages, by the functions here:
 
-* :func:`resolve_feeds` turns the keys into node ids (and refuses to feed a computed node);
+* :func:`resolve_feeds` turns the keys into node ids (and refuses to feed a computed node, or
+  one leaf twice: :func:`fed_twice_error`);
 * :func:`feed_array` checks one value against its node's declared shape and element type;
 * :func:`missing_feed_error` explains a leaf the outputs need that nobody fed.
 
@@ -22,8 +23,8 @@ import numpy as np
 from ..graph import Graph, Node, source_line_text
 from ..tensor import Tensor
 
-__all__ = ["Backend", "Plan", "FeedError", "NumericsError", "KernelError", "resolve_feeds", "feed_array",
-           "missing_feed_error", "created_at"]
+__all__ = ["Backend", "Plan", "FeedError", "NumericsError", "KernelError", "resolve_feeds", "fed_twice_error",
+           "feed_array", "missing_feed_error", "created_at"]
 
 
 @runtime_checkable
@@ -68,42 +69,93 @@ def created_at(node: Node) -> str:
     return f"{node.source}" + (f"\n      {text}" if text else "")
 
 
-def resolve_feeds(graph: Graph, feeds: Mapping[Any, Any] | None) -> dict[int, Any]:
+def resolve_feeds(graph: Graph, feeds: Mapping[Any, Any] | None,
+                  params: Mapping[Any, Any] | None = None) -> dict[int, Any]:
     """Map feed keys (Tensor, input/parameter name, or node id) to node ids.
 
-    Only inputs and parameters can be fed. A computed node (or a constant) has its value
-    decided by the graph; a feed for it used to be dropped without a word, so a student
-    who fed ``h = x @ w`` to "try a value" got results that ignored it. Now it is an error.
+    ``params`` is a second mapping of the same kind (``plan.run(feeds, params=...)``): both are
+    read, in that order, as one set of feeds. Give them separately, not merged as
+    ``{**feeds, **params}``: a merged dict keeps only the last value of a key found in both, so
+    a leaf fed twice would go unnoticed.
+
+    Two rules make a feed mean what it says:
+
+    * Only inputs and parameters can be fed. A computed node (or a constant) has its value
+      decided by the graph; a feed for it used to be dropped without a word, so a student
+      who fed ``h = x @ w`` to "try a value" got results that ignored it. Now it is an error.
+    * Each leaf is fed once. ``{x: A, "x": B}`` (its Tensor and its name), a name and a node
+      id, or the same leaf in ``feeds`` and in ``params``: two keys for one node. Which value
+      was meant? Nothing can tell; the last one used to win without a word. Now it is an
+      error naming both keys (:func:`fed_twice_error`).
     """
     out: dict[int, Any] = {}
-    for key, value in (feeds or {}).items():
-        if isinstance(key, Tensor):
-            if key.graph is not graph:
-                raise FeedError(f"feed key {key!r} belongs to a different graph than the outputs")
-            node_id = key.node_id
-        elif isinstance(key, str):
-            try:
-                node_id = graph.find(key).id
-            except KeyError as e:
-                raise FeedError(str(e.args[0])) from None
-        elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-            node_id = int(key)
-            if not 0 <= node_id < len(graph.nodes):
-                raise FeedError(f"feed key {node_id} is not a node of this graph (it has {len(graph.nodes)} nodes)")
-        else:
-            raise FeedError(f"feed keys are Tensors or names; got {type(key).__name__}")
-        node = graph.nodes[node_id]
-        if node.op not in ("input", "parameter"):
-            what = "a constant: its value is part of the graph" if node.op == "constant" else \
-                "computed by the graph from its inputs"
-            raise FeedError(
-                f"cannot feed {node.op} (node #{node.id} '{node.name}', shape {node.shape}, created at "
-                f"{created_at(node)}): it is {what}, so a fed value would be ignored.\n"
-                f"  Only inputs and parameters take feeds. To choose this value yourself, make it an "
-                f"input: at.input(\"{node.name}\", {node.shape})"
-            )
-        out[node_id] = value
+    first: dict[int, tuple[Any, str]] = {}   # node id -> (the key that fed it, "feeds" or "params")
+    for where, group in (("feeds", feeds), ("params", params)):
+        for key, value in (group or {}).items():
+            node_id = _feed_node_id(graph, key)
+            if node_id in first:
+                raise fed_twice_error(graph.nodes[node_id], first[node_id], (key, where), params is not None)
+            first[node_id] = (key, where)
+            out[node_id] = value
     return out
+
+
+def _feed_node_id(graph: Graph, key: Any) -> int:
+    """The node one feed key names, or a FeedError (also for a computed node or a constant)."""
+    if isinstance(key, Tensor):
+        if key.graph is not graph:
+            raise FeedError(f"feed key {key!r} belongs to a different graph than the outputs")
+        node_id = key.node_id
+    elif isinstance(key, str):
+        try:
+            node_id = graph.find(key).id
+        except KeyError as e:
+            raise FeedError(str(e.args[0])) from None
+    elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        node_id = int(key)
+        if not 0 <= node_id < len(graph.nodes):
+            raise FeedError(f"feed key {node_id} is not a node of this graph (it has {len(graph.nodes)} nodes)")
+    else:
+        raise FeedError(f"feed keys are Tensors or names; got {type(key).__name__}")
+    node = graph.nodes[node_id]
+    if node.op not in ("input", "parameter"):
+        what = "a constant: its value is part of the graph" if node.op == "constant" else \
+            "computed by the graph from its inputs"
+        raise FeedError(
+            f"cannot feed {node.op} (node #{node.id} '{node.name}', shape {node.shape}, created at "
+            f"{created_at(node)}): it is {what}, so a fed value would be ignored.\n"
+            f"  Only inputs and parameters take feeds. To choose this value yourself, make it an "
+            f"input: at.input(\"{node.name}\", {node.shape})"
+        )
+    return node_id
+
+
+def _feed_key_text(key: Any) -> str:
+    """How a feed key reads in a message: ``its Tensor``, ``the name 'x'``, ``the node id 3``."""
+    if isinstance(key, Tensor):
+        return "its Tensor"
+    if isinstance(key, str):
+        return f"the name {key!r}"
+    return f"the node id {int(key)}"
+
+
+def fed_twice_error(node: Node, first: tuple[Any, str], second: tuple[Any, str], two_mappings: bool) -> FeedError:
+    """The error for a leaf given two values: which leaf, where it was made, and both keys that fed it.
+
+    ``first`` and ``second`` are (key, "feeds" or "params"); ``two_mappings`` says whether the
+    caller passed ``params`` at all (if not, every key came from the one feed dict).
+    """
+    def where(k: tuple[Any, str]) -> str:
+        return f"{_feed_key_text(k[0])}" + (f" in {k[1]}" if two_mappings else "")
+
+    same_key = _feed_key_text(first[0]) == _feed_key_text(second[0])
+    hint = ("the same key is in feeds and in params: pass it in one of them" if same_key else
+            "two keys name the same node: keep one of them")
+    return FeedError(
+        f"{node.op} '{node.name}' (node #{node.id}, shape {node.shape}, created at {created_at(node)}) is fed twice: "
+        f"by {where(first)} and by {where(second)}.\n"
+        f"  A leaf takes one value per run, and which of the two was meant cannot be told; {hint}."
+    )
 
 
 def missing_feed_error(graph: Graph, node: Node, outputs: Sequence[int]) -> FeedError:

@@ -39,6 +39,16 @@ kernels on small arrays take microseconds, so per-step Python overhead matters):
   product ``x . x`` for small ones: each is NaN exactly when some element of x is), and
   only a hit triggers the step-by-step search that names the node.
 
+Keeping a compiled plan small (a long graph's plan used to take 4 KB per node, six times
+its graph): it keeps the compiled program, ``node_ids``, the leaves and constants and the
+planner's decisions (``folded``, ``inplace``); ``steps``, ``slot`` and ``source`` are
+rebuilt from the graph when read. A long program is compiled as several functions of at
+most ``numpy_codegen.PART_STEPS`` steps: CPython's compiler needs about 3 KB per line of
+one function, all at once, and a process keeps what it once took.
+
+Runs of one plan take turns (a re-entrant lock), so threads may share a plan, as
+``at.run`` from two threads does (it caches one plan per outputs).
+
 Where each part lives: the in-place and output plans in ``numpy_memory``, the generated
 program in ``numpy_codegen``; feed checks and errors, shared with the wgpu backend, in
 ``common``.
@@ -47,6 +57,8 @@ program in ``numpy_codegen``; feed checks and errors, shared with the wgpu backe
 from __future__ import annotations
 
 import gc
+import threading
+from bisect import bisect_left
 from dataclasses import dataclass
 from functools import partial, wraps
 from typing import Any, Callable, Mapping, Sequence
@@ -58,7 +70,7 @@ from ..ops.registry import spec
 from ..ops.nn import IdsOutOfRange
 from . import ids
 from .common import FeedError, KernelError, NumericsError, created_at, feed_array, missing_feed_error, resolve_feeds
-from .numpy_codegen import generate
+from .numpy_codegen import generate, source
 from .numpy_memory import plan_inplace, plan_outputs
 
 __all__ = ["Plan", "Step"]
@@ -97,7 +109,15 @@ def _cycle_collector_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Plan:
-    """A compiled, ready-to-run list of kernels for some outputs of a graph."""
+    """A compiled, ready-to-run list of kernels for some outputs of a graph.
+
+    What a plan keeps is what running needs: the compiled program, which node each slot
+    holds (``node_ids``), the leaves and constants, and the decisions the planner made
+    (``folded``, ``inplace``). Everything else is derived again when asked: ``steps`` (the
+    bound kernels), ``slot`` (node id -> slot) and ``source`` (the program's text) are
+    properties that rebuild it from the graph, so a compiled plan costs a fraction of its
+    graph's memory (tests/test_numpy_plan_memory.py counts the bytes).
+    """
 
     backend = "numpy"
 
@@ -106,81 +126,136 @@ class Plan:
         self.graph = graph
         self.outputs = list(outputs)
         self.node_ids = graph.ancestors(outputs)
-        self.slot = slot = {nid: k for k, nid in enumerate(self.node_ids)}
+        slot = {nid: k for k, nid in enumerate(self.node_ids)}
         self.leaves: list[Node] = []     # inputs and parameters, fed at run time
         self.constants: list[Node] = []
-        self.steps: list[Step] = []
-        # (every loop below visits each node or edge once: compiling is linear in the graph's size)
-        specs: dict[str, Any] = {}
-        compute: list[tuple[Node, Any, tuple[int, ...]]] = []   # (node, its op, its input slots)
-        last_use: dict[int, int] = {}    # slot -> index (in compute) of the last step reading it
+        # The op specs as registered now: the program calls their kernels, and ``steps`` binds the same ones
+        # later even if a notebook re-registers an op of the same name meanwhile.
+        self._ops: dict[str, Any] = {}
         for i in self.node_ids:
             node = graph.nodes[i]
-            op = specs.get(node.op)
+            op = self._ops.get(node.op)
             if op is None:
-                op = specs[node.op] = spec(node.op)
-            if not op.leaf:
-                args = tuple(slot[j] for j in node.inputs)
-                for a in args:
-                    last_use[a] = len(compute)
-                compute.append((node, op, args))
-            elif node.op == "constant":
+                op = self._ops[node.op] = spec(node.op)
+            if node.op == "constant":
                 self.constants.append(node)
             elif node.op in ("input", "parameter"):
                 self.leaves.append(node)
-        keep = {slot[i] for i in outputs}
-        for k, (node, op, args) in enumerate(compute):
-            kernel = partial(op.numpy, **node.attrs) if node.attrs else op.numpy
-            free = tuple(sorted({a for a in args if last_use[a] == k and a not in keep}))
-            self.steps.append(Step(node, kernel, args, slot[node.id], free))
-        self._const_cache: dict[Any, list[tuple[int, np.ndarray]]] = {}
-        self._out_slots = [self.slot[i] for i in self.outputs]
+        self._out_slots = [slot[i] for i in self.outputs]
+        self._leaf_slots = [slot[n.id] for n in self.leaves]
+        steps = self._bind(slot)   # (every pass below visits each step or edge once: linear in the graph's size)
+        self._n_steps = len(steps)
         # Constant folding: a step that reads only constants (or folded values) computes the same
         # thing on every run — e.g. the seed chain of a backward pass, neg(1) / 64 broadcast to
         # (64, 10). It runs once per precision, with the constants, and is then one of them.
-        const_slots = {self.slot[n.id] for n in self.constants}
-        self._folded_steps: list[Step] = []
-        self._live_steps: list[Step] = []
+        const_slots = {slot[n.id] for n in self.constants}
+        live: list[Step] = []
         out_set = set(self._out_slots)
-        for step in self.steps:
+        #: node ids computed once per precision at the first run, not on every run
+        self.folded: list[int] = []
+        for step in steps:
             # (an output is left live, computed on every run: see numpy_memory.plan_outputs)
             if step.out not in out_set and all(a in const_slots for a in step.args):
                 const_slots.add(step.out)
-                self._folded_steps.append(step)
+                self.folded.append(step.node.id)
             else:
-                self._live_steps.append(step)
-        #: node ids computed once per precision at the first run, not on every run
-        self.folded: list[int] = [st.node.id for st in self._folded_steps]
+                live.append(step)
+        del steps   # (what is not kept is dropped as soon as it is used: less memory at the compile's peak)
         #: node id -> position of the input whose (dead, run-owned) buffer the step writes into
         self.inplace: dict[int, int]
-        self.inplace, root, views = plan_inplace(self._live_steps, graph, self.slot, self._out_slots)
-        handover = plan_outputs(self._out_slots, root, views)
-        preloaded = sorted({a for st in self._live_steps for a in st.args if a in const_slots}
-                           | {self.slot[n.id] for n in self.leaves} | (out_set & const_slots))
+        self.inplace, root, views = plan_inplace(live, graph, slot, self._out_slots)
+        self._handover = plan_outputs(self._out_slots, root, views)
+        del root, views
+        preloaded = self._preloaded(live, slot)
         # Equal small constants (a backward pass makes a `1` for every tanh) are read once by the program.
-        same: dict[int, int] = {}   # constant slot -> the slot of the first equal one
+        self._same: dict[int, int] = {}   # constant slot -> the slot of the first equal one
         first: dict[Any, int] = {}
         pre = set(preloaded)
         for node in self.constants:
-            s, v = self.slot[node.id], graph.constants[node.id]
+            s, v = slot[node.id], graph.constants[node.id]
             if s in pre and v.size <= 64:
-                same[s] = first.setdefault((v.dtype.str, v.shape, v.tobytes()), s)
-        #: the Python source of the generated program (see ``numpy_codegen.generate``)
-        self.source, self._program, self._line_step = generate(self._live_steps, self.inplace, preloaded,
-                                                                self._out_slots, handover, same)
+                self._same[s] = first.setdefault((v.dtype.str, v.shape, v.tobytes()), s)
+        del first, pre
+        self._program = generate(live, self.inplace, preloaded, self._out_slots, self._handover, self._same)
+        self._run_program = self._program.run
+        del live, preloaded
         # For the short feed path: which slot each feed key fills, and what each leaf expects.
-        self._key_slots: dict[int, tuple[Any, int]] = {}   # id(key) -> (key, slot or -1)
-        self._leaf_spec = {self.slot[n.id]: (n.shape, n.dtype == "float") for n in self.leaves}
+        self._key_slots: dict[int, tuple[Any, int]] = {}   # id(key) -> (key, slot, or -1 - node id if not needed)
+        self._leaf_spec = {slot[n.id]: (n.shape, n.dtype == "float") for n in self.leaves}
         self._env_template: dict[np.dtype, list[Any]] = {}
+        self._const_cache: dict[Any, list[tuple[int, np.ndarray]]] = {}
+        # One run at a time: runs share the caches above (filled at a first run) and the key memory
+        # of the short feed path. Re-entrant, so a run may call run again on the same thread.
+        self._lock = threading.RLock()
+
+    # -- what is derived again when asked ------------------------------------------------------
+    @property
+    def slot(self) -> dict[int, int]:
+        """node id -> its slot: its position in ``node_ids``, and in a run's list of values (``env``)."""
+        return {nid: k for k, nid in enumerate(self.node_ids)}
+
+    def _slot_of(self, node_id: int) -> int:
+        """The slot of ``node_id``, or -1 when these outputs do not need that node (``node_ids`` is sorted)."""
+        k = bisect_left(self.node_ids, node_id)
+        return k if k < len(self.node_ids) and self.node_ids[k] == node_id else -1
+
+    @property
+    def steps(self) -> list[Step]:
+        """Every bound kernel in run order, folded ones included (bound again from the graph at each read)."""
+        return self._bind(self.slot)
+
+    @property
+    def source(self) -> str:
+        """The Python source of the generated program (see ``numpy_codegen.write``): written again when read."""
+        slot = self.slot
+        live = self._live(self._bind(slot))
+        return source(live, self.inplace, self._preloaded(live, slot), self._out_slots, self._handover, self._same,
+                      self._program.part_steps)
+
+    def _bind(self, slot: dict[int, int]) -> list[Step]:
+        """Bind: each computed node's kernel with its attributes frozen, the slots it reads and writes,
+        and the slots whose last reader it is (freed right after it; never an output)."""
+        graph, ops = self.graph, self._ops
+        compute: list[tuple[Node, tuple[int, ...]]] = []   # (node, its input slots)
+        last_use: dict[int, int] = {}    # slot -> index (in compute) of the last step reading it
+        for i in self.node_ids:
+            node = graph.nodes[i]
+            if not ops[node.op].leaf:
+                args = tuple(slot[j] for j in node.inputs)
+                for a in args:
+                    last_use[a] = len(compute)
+                compute.append((node, args))
+        keep = set(self._out_slots)
+        steps = []
+        for k, (node, args) in enumerate(compute):
+            kernel = ops[node.op].numpy
+            if node.attrs:
+                kernel = partial(kernel, **node.attrs)
+            free = tuple(sorted({a for a in args if last_use[a] == k and a not in keep}))
+            steps.append(Step(node, kernel, args, slot[node.id], free))
+        return steps
+
+    def _live(self, steps: list[Step]) -> list[Step]:
+        """The steps that run on every run (the program's): all but the folded ones."""
+        folded = set(self.folded)
+        return [st for st in steps if st.node.id not in folded] if folded else steps
+
+    def _preloaded(self, live: list[Step], slot: dict[int, int]) -> list[int]:
+        """The slots the program reads from ``env``: fed leaves, and the constants and folded values it uses."""
+        const_slots = {slot[n.id] for n in self.constants} | {slot[i] for i in self.folded}
+        return sorted({a for st in live for a in st.args if a in const_slots}
+                      | set(self._leaf_slots)
+                      | (set(self._out_slots) & const_slots))
 
     # -- memory planning, for the curious (and for lesson 13) ----------------------------
     def liveness(self, itemsize: int = 4) -> list[dict[str, Any]]:
         """Bytes alive after each step when values are dropped at their last use."""
+        slot = self.slot
         live: dict[int, int] = {}
         for n in self.leaves + self.constants:
-            live[self.slot[n.id]] = n.size * itemsize
+            live[slot[n.id]] = n.size * itemsize
         rows = []
-        for s in self.steps:
+        for s in self._bind(slot):
             live[s.out] = s.node.size * itemsize
             for f in s.free:
                 live.pop(f, None)
@@ -189,30 +264,31 @@ class Plan:
         return rows
 
     def __repr__(self) -> str:
-        return (f"<numpy Plan: {len(self.steps)} kernels, {len(self.leaves)} fed leaves, "
+        return (f"<numpy Plan: {self._n_steps} kernels, {len(self.leaves)} fed leaves, "
                 f"{len(self.constants)} constants, outputs {self.outputs}>")
 
     # -- running ---------------------------------------------------------------------------
-    def _prepare(self, feeds: Mapping[Any, Any] | None, dtype: Any) -> tuple[list[Any], np.dtype]:
-        given = resolve_feeds(self.graph, feeds)
+    def _prepare(self, feeds: Mapping[Any, Any] | None, dtype: Any,
+                 params: Mapping[Any, Any] | None = None) -> tuple[list[Any], np.dtype]:
+        given = resolve_feeds(self.graph, feeds, params)
         env: list[Any] = [None] * len(self.node_ids)
-        arrays: list[tuple[Node, np.ndarray]] = []
-        for node in self.leaves:
+        arrays: list[tuple[Node, int, np.ndarray]] = []
+        for node, s in zip(self.leaves, self._leaf_slots):
             if node.id not in given:
                 raise missing_feed_error(self.graph, node, self.outputs)
-            arrays.append((node, feed_array(node, given[node.id])))
+            arrays.append((node, s, feed_array(node, given[node.id])))
         run_dtype = np.dtype(dtype) if dtype is not None else None
         if run_dtype is None:
-            float_dtypes = [a.dtype for n, a in arrays if n.dtype == "float"]
+            float_dtypes = [a.dtype for n, _, a in arrays if n.dtype == "float"]
             run_dtype = np.result_type(*float_dtypes) if float_dtypes else np.dtype(np.float64)
         if run_dtype not in (np.float32, np.float64):
             raise FeedError(f"asgteach runs in float32 or float64, not {run_dtype}")
-        for node, arr in arrays:
+        for node, s, arr in arrays:
             if node.dtype == "float" and arr.dtype != run_dtype:
                 arr = arr.astype(run_dtype)
-            env[self.slot[node.id]] = arr
-        for slot, value in self._constants_for(run_dtype):
-            env[slot] = value
+            env[s] = arr
+        for s, value in self._constants_for(run_dtype):
+            env[s] = value
         return env, run_dtype
 
     def _constants_for(self, dtype: np.dtype) -> list[tuple[int, np.ndarray]]:
@@ -225,15 +301,19 @@ class Plan:
                 v = self.graph.constants[node.id]
                 if v.dtype.kind == "f":
                     v = v.astype(dtype)
-                values[self.slot[node.id]] = v
-            for step in self._folded_steps:
-                try:
-                    with np.errstate(all="ignore"):
-                        values[step.out] = step.kernel(*[values[a] for a in step.args])
-                except (NumericsError, KernelError):
-                    raise
-                except Exception as e:
-                    raise self._kernel_error(step, e) from e
+                values[self._slot_of(node.id)] = v
+            if self.folded:
+                folded = set(self.folded)
+                for step in self.steps:
+                    if step.node.id not in folded:
+                        continue
+                    try:
+                        with np.errstate(all="ignore"):
+                            values[step.out] = step.kernel(*[values[a] for a in step.args])
+                    except (NumericsError, KernelError):
+                        raise
+                    except Exception as e:
+                        raise self._kernel_error(step, e) from e
             cached = list(values.items())
             for _, v in cached:  # shared by every run, and returned when an output is constant:
                 if isinstance(v, np.ndarray):  # read-only, so a caller's `out += 1` cannot change later runs
@@ -253,34 +333,38 @@ class Plan:
         ``dtype`` forces the float precision (default: that of the float feeds).
         ``on_nan``: "raise" (default) explains the first node that produced a NaN;
         "warn" or "ignore" return NaNs as they are.
+
+        Safe to call from several threads: runs of one plan take turns (a lock), as they share
+        the caches a first run fills.
         """
-        env = self._quick_env(feeds, params, dtype)
-        all_feeds = None
-        if env is None:  # first run, or something unusual: the full check, with its messages
-            all_feeds = {**(feeds or {}), **(params or {})}
-            env, _ = self._prepare(all_feeds, dtype)
-            self._learn_keys(all_feeds)
-        with np.errstate(all="ignore"):  # inf and NaN are values here; NaNs are explained below
-            outs = self._execute(env)
-            nan = on_nan != "ignore" and _has_nan(outs)
-        if nan:
-            if all_feeds is None:
-                all_feeds = {**(feeds or {}), **(params or {})}
-            self._nan_found(all_feeds, dtype, on_nan)
-        return outs
+        with self._lock:
+            env = self._quick_env(feeds, params, dtype)
+            if env is None:  # first run, or something unusual: the full check, with its messages
+                env, _ = self._prepare(feeds, dtype, params)
+                self._learn_keys(feeds, params)
+            with np.errstate(all="ignore"):  # inf and NaN are values here; NaNs are explained below
+                outs = self._execute(env)
+                nan = on_nan != "ignore" and _has_nan(outs)
+            if nan:
+                self._nan_found(feeds, dtype, on_nan, params)
+            return outs
 
     # -- the short feed path -----------------------------------------------------------------
-    def _learn_keys(self, feeds: Mapping[Any, Any]) -> None:
-        """Remember which slot each key of a feed dict that passed the full check fills.
+    def _learn_keys(self, *groups: Mapping[Any, Any] | None) -> None:
+        """Remember which slot each key of feed dicts that passed the full check fills.
 
         Keyed by the key object's identity (and holding on to it, so the id cannot be reused):
-        a Tensor's or a name's node never changes, because graphs only grow.
+        a Tensor's or a name's node never changes, because graphs only grow. A key for a node
+        these outputs do not need is remembered as -1 - its node id, so that the short path
+        still sees when two keys name it.
         """
         if len(self._key_slots) > 1024:  # keys made afresh on every call: do not hoard them
             self._key_slots.clear()
-        for key in feeds:
-            (nid,) = resolve_feeds(self.graph, {key: None})
-            self._key_slots[id(key)] = (key, self.slot.get(nid, -1))
+        for group in groups:
+            for key in group or ():
+                (nid,) = resolve_feeds(self.graph, {key: None})
+                s = self._slot_of(nid)
+                self._key_slots[id(key)] = (key, s if s >= 0 else -1 - nid)
 
     def _quick_env(self, feeds: Mapping[Any, Any] | None, params: Mapping[Any, Any] | None,
                    dtype: Any) -> list[Any] | None:
@@ -289,10 +373,12 @@ class Plan:
         "Like" means: every key seen before (the very same object), every value an ndarray
         of its leaf's declared shape, all float feeds in one precision (float32 or float64,
         and that of ``dtype`` if given), integer feeds holding integers, each leaf fed once.
-        Anything else goes through :meth:`_prepare`, which converts or explains.
+        Anything else goes through :meth:`_prepare`, which converts or explains (a leaf fed
+        twice, e.g. by its Tensor and its name, is its error).
         """
         key_slots, leaf_spec = self._key_slots, self._leaf_spec
         filled: list[tuple[int, np.ndarray]] = []
+        unneeded: list[int] = []
         run_dtype = None
         for group in (feeds, params):
             if not group:
@@ -302,8 +388,11 @@ class Plan:
                 if hit is None or hit[0] is not key:
                     return None
                 slot = hit[1]
-                if slot < 0:
-                    continue  # a node of the graph that these outputs do not need
+                if slot < 0:   # a node of the graph that these outputs do not need
+                    if slot in unneeded:
+                        return None
+                    unneeded.append(slot)
+                    continue
                 if type(value) is not np.ndarray:
                     return None
                 shape, is_float = leaf_spec[slot]
@@ -328,7 +417,7 @@ class Plan:
             self._env_template[run_dtype] = template
         env = template.copy()
         for slot, value in filled:
-            if env[slot] is not None:  # the same leaf fed twice (e.g. in feeds and params)
+            if env[slot] is not None:  # the same leaf fed twice (e.g. in feeds and params): the full check says so
                 return None
             env[slot] = value
         return env
@@ -338,10 +427,18 @@ class Plan:
 
         Callers run this under ``np.errstate(all="ignore")``.
         """
-        step = self.steps[0] if self.steps else None
+        if watch is None:
+            try:
+                return self._run_program(env)
+            except (NumericsError, KernelError):
+                raise  # already explained by the kernel
+            except Exception as e:
+                k = self._program.step_at(e.__traceback__)   # which line of the generated program raised
+                if k is None:
+                    raise
+                raise self._kernel_error(self._live(self.steps)[k], e) from e
+        step = None
         try:
-            if watch is None:
-                return self._program(env)
             for step in self.steps:
                 env[step.out] = step.kernel(*[env[a] for a in step.args])
                 watch(step, env)
@@ -349,16 +446,9 @@ class Plan:
         except (NumericsError, KernelError, _Stop):
             raise  # already explained by the kernel (or the watcher's own signal)
         except Exception as e:
-            error = e
-        if watch is None:  # which line of the generated program raised: that is the step
-            tb = error.__traceback__
-            while tb is not None and tb.tb_frame.f_code is not self._program.__code__:
-                tb = tb.tb_next
-            k = self._line_step.get(tb.tb_lineno) if tb is not None else None
-            if k is None:
-                raise error
-            step = self._live_steps[k]
-        raise self._kernel_error(step, error) from error
+            if step is None:
+                raise
+            raise self._kernel_error(step, e) from e
 
     def _kernel_error(self, step: Step, error: BaseException) -> KernelError:
         node = step.node
@@ -371,13 +461,15 @@ class Plan:
             f"  created at {created_at(node)}"
         )
 
-    def _nan_found(self, feeds: Mapping[Any, Any], dtype: Any, on_nan: str) -> None:
+    def _nan_found(self, feeds: Mapping[Any, Any] | None, dtype: Any, on_nan: str,
+                   params: Mapping[Any, Any] | None = None) -> None:
         """Re-run step by step to find the first NaN, and explain it."""
         import warnings
 
-        env, _ = self._prepare(feeds, dtype)
-        for node in self.leaves:
-            arr = env[self.slot[node.id]]
+        env, _ = self._prepare(feeds, dtype, params)
+        slot = self.slot
+        for node, s in zip(self.leaves, self._leaf_slots):
+            arr = env[s]
             if arr.dtype.kind == "f" and np.isnan(arr).any():
                 where = tuple(int(i) for i in np.argwhere(np.isnan(arr))[0])
                 msg = (f"the feed for {node.op} '{node.name}' contains NaN "
@@ -394,7 +486,7 @@ class Plan:
             node = step.node
             lines = []
             for i in node.inputs:
-                v = env[self.slot[i]]
+                v = env[slot[i]]
                 src = self.graph.nodes[i]
                 if v.dtype.kind == "f" and v.size:
                     lines.append(f"    input #{i} {src.op} '{src.name}' {v.shape}: min {np.nanmin(v):.4g}, "
