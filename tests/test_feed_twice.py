@@ -18,11 +18,6 @@ from wgpu_helpers import require_adapter
 require_adapter()
 
 BACKENDS = ["numpy", "wgpu"]
-# wgpu_backend.Plan.run merges {**feeds, **params} before resolve_feeds: a key in both is lost there, and the
-# message cannot say which mapping a key came from. Once it passes them apart (resolve_feeds(graph, feeds,
-# params)) these cases pass on wgpu too, and strict=True makes the marker's removal part of that change.
-WGPU_MERGES = pytest.param("wgpu", marks=pytest.mark.xfail(
-    strict=True, reason="wgpu_backend.Plan.run merges feeds and params before resolve_feeds"))
 A = np.array([1.0, 2.0, 3.0], np.float32)
 B = np.array([4.0, 5.0, 6.0], np.float32)
 
@@ -73,7 +68,7 @@ def test_the_same_values_twice_are_still_two_feeds(backend, graph) -> None:
     _names_the_input(_error(y, backend, {x: A, "pixels": A, w: A}))
 
 
-@pytest.mark.parametrize("backend", ["numpy", WGPU_MERGES])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_parameter_in_feeds_and_by_name_in_params(backend, graph) -> None:
     g, x, w, spare, y = graph
     msg = _error(y, backend, {x: A, w: A}, params={"weights": B})
@@ -81,7 +76,7 @@ def test_a_parameter_in_feeds_and_by_name_in_params(backend, graph) -> None:
     assert "its Tensor in feeds" in msg and "the name 'weights' in params" in msg, msg
 
 
-@pytest.mark.parametrize("backend", ["numpy", WGPU_MERGES])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_same_key_in_feeds_and_in_params(backend, graph) -> None:
     g, x, w, spare, y = graph
     msg = _error(y, backend, {x: A}, params={w: A, x: B})
@@ -111,8 +106,6 @@ def test_after_each_key_ran_on_its_own(backend, graph) -> None:
                                 ({x: A, w: A}, {"weights": B}, "weights"),
                                 ({x: A, w: A}, {x: B}, "pixels"),
                                 ({x: A, w: A, spare: A[:2], "spare": B[:2]}, None, "spare")]:
-        if backend == "wgpu" and params is not None and params.keys() & feeds.keys():
-            continue   # the merged-dict case (WGPU_MERGES)
         with pytest.raises(at.FeedError, match=f"(?s)'{name}'.*fed twice"):
             plan.run(feeds, params=params)
     assert float(plan.run({x: A, w: A})[0]) == pytest.approx(want)   # and it still runs after the errors

@@ -113,9 +113,6 @@ def test_each_awkward_name_alone_and_read_twice() -> None:
                 np.testing.assert_array_equal(a, b, err_msg=f"op {name!r}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "numpy_codegen names a non-literal attribute value a{step}_{key} without checking that no kernel has "
-    "that name; fix there: add a\\d+_\\w+ to _RESERVED (report of issue 22, item 6)"))
 def test_a_name_shaped_like_a_generated_attribute_name_still_computes() -> None:
     clip = OpSpec(name="clip_hi", category="activation", arity=1, infer=lambda s, **_: s,
                   numpy=lambda x, hi=1.0: np.minimum(x, hi), vjp=lambda ctx, g: (g,), attrs={"hi": 1.0},

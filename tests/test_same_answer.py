@@ -378,3 +378,14 @@ def test_the_gate_checks_a_gradient_made_after_the_first_update_through_what_it_
                      {p_new, q_new}, lambda dd, n: 16)
     assert gate is not None and gate.at == 2 and gate.gated == [2, 4] and gate.copies == []
     assert sorted(n for n, _ in gate.checked) == sorted([w_grad, partials, loss])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_feed_for_a_parameter_the_trainer_holds_is_an_error_not_ignored(backend: str) -> None:
+    tr, x, t, X, T = _mlp_trainer(backend)
+    w = tr.param_tensors[0]
+    with pytest.raises(at.FeedError, match=f"parameter '{w.name}' is held by this Trainer"):
+        tr.train_step({x: X, t: T, w: np.zeros(w.shape, np.float32)})
+    with pytest.raises(at.FeedError, match="initial="):
+        tr.run([tr.loss], {x: X, t: T, w.name: np.zeros(w.shape, np.float32)})
+    assert tr.step == 0

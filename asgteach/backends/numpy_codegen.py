@@ -62,7 +62,7 @@ def literal(value: Any) -> str | None:
     return None
 
 
-_RESERVED = re.compile(r"[vo]\d+|env|program|part_\d+|_copy|_own|_writable")
+_RESERVED = re.compile(r"[vo]\d+|a\d+_\w+|env|program|part_\d+|_copy|_own|_writable")
 
 #: A plan of more steps than this is written as several functions ("parts") of at most this many
 #: steps each, and a function ``program`` that calls them in turn. CPython needs about 3 KB of

@@ -588,7 +588,7 @@ class Plan:
         if dtype is not None and np.dtype(dtype) != np.float32:
             _float64_warning()
         all_feeds = {**(feeds or {}), **(params or {})}
-        given = resolve_feeds(self.graph, all_feeds)
+        given = resolve_feeds(self.graph, feeds, params)   # (apart: a leaf in both is an error)
         self._check_ids(given)
         stats = {"submits": 0, "host_syncs": 0, "uploads": 0, "upload_bytes": 0,
                  "dispatches": len(self._launch_commands()), "gate_dispatches": self._gate_launches}

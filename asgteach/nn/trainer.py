@@ -26,7 +26,7 @@ import numpy as np
 
 from ..autograd import grad
 from ..backends import compile as _compile
-from ..backends.common import NumericsError, resolve_feeds
+from ..backends.common import FeedError, NumericsError, resolve_feeds
 from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
 from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
@@ -96,6 +96,7 @@ class Trainer:
             self._outputs = [loss, *self.update.new_params, *self.update.state_out]
             self._plan = _compile(self._outputs, backend)
             self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
+            self._held_ids = frozenset(self._targets)
             # A GPU plan can keep parameters and optimizer state on the device: after each run
             # it copies the new values over the old ones there, so a step uploads only the batch.
             self._device_held = hasattr(self._plan, "bind_updates")
@@ -142,6 +143,11 @@ class Trainer:
     def _cast(self, feeds: Mapping[Any, Any]) -> dict[int, Any]:
         out = {}
         for nid, v in resolve_feeds(self.graph, feeds).items():
+            if nid in self._held_ids:   # the Trainer's own value would silently win: say so instead
+                node = self.graph.nodes[nid]
+                raise FeedError(f"{node.op} '{node.name}' is held by this Trainer (its current value is used on every "
+                                f"step), so a feed for it would be ignored; to set parameters use "
+                                f"Trainer(..., initial={{'{node.name}': array}}) or tr.load(path)")
             a = np.asarray(v)
             out[nid] = a.astype(self.dtype) if a.dtype.kind == "f" and a.dtype != self.dtype else a
         return out
