@@ -208,7 +208,7 @@ def _on_paths(graph: Graph, xs: list[Tensor], y: Tensor) -> set[int]:
     An edge that takes no gradient (embedding's ids) is no path.
     """
     from_x = {x.node_id for x in xs}
-    for i in graph.ancestors([y.node_id]):
+    for i in _ancestors_since(graph, y.node_id, min(from_x, default=y.node_id + 1)):
         if any(j in from_x for j in graph.nodes[i].inputs):
             from_x.add(i)
     active: set[int] = set()
@@ -228,6 +228,24 @@ def _on_paths(graph: Graph, xs: list[Tensor], y: Tensor) -> set[int]:
     if blockers:
         raise _blocked_error(graph, min(blockers), ", ".join(repr(x.name) for x in xs))
     return active
+
+
+def _ancestors_since(graph: Graph, y: int, first: int) -> list[int]:
+    """``y`` and its ancestors made no earlier than node ``first``, in graph order.
+
+    The graph is append-only, so a node depends only on nodes made before it: nothing made before the
+    first x can depend on an x, and the walk stops there. ``jvp`` differentiates each node's own small
+    rule (:func:`_jvp_from_vjp`) with ``grad``: walking every ancestor of the whole model there, once per
+    node, made forward mode quadratic in the graph's length; this walk sees only the rule's few nodes.
+    """
+    seen = {y}
+    stack = [y]
+    while stack:
+        for j in graph.nodes[stack.pop()].inputs:
+            if j >= first and j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return sorted(seen)
 
 
 def _check_rule_result(graph: Graph, node: Any, contributions: Sequence[Tensor | None],

@@ -48,6 +48,7 @@ changes only which kernels run; parity with numpy is tested with the rewrites on
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -55,9 +56,9 @@ import numpy as np
 from ..graph import Graph, Node
 from ..ops.registry import spec
 from .wgpu_chain import ELEMS_FROM, MAX_INPUTS, Chain, fits
-from .wgpu_kernels import reduces_by_adding
+from .wgpu_kernels import broadcast_strides, collapse, contiguous_strides, ew_attr_values, reduces_by_adding
 
-__all__ = ["Fusion", "plan_fusion"]
+__all__ = ["ChainCost", "Fusion", "plan_fusion"]
 
 
 @dataclass
@@ -129,10 +130,11 @@ def plan_fusion(g: Graph, compute: list[Node], outputs: list[int], max_buffers: 
             f.skip.add(m.id)
             absorbed[m.inputs[0]] = n.id
     stop: set[int] = set()          # transposes a matmul writes: operand walks stop there (it is a buffer)
+    kept = outs | set(absorbed)     # (a gemm_sum reads its x as it is)
     for n in compute:
         if n.op == "matmul" and n.size > 0 and n.id not in outs and n.id not in f.skip and len(n.shape) >= 2 \
                 and all(len(g.nodes[i].shape) >= 2 and g.nodes[i].size > 0 for i in n.inputs):
-            found = _out_view(g, n, readers, outs | set(absorbed))   # (a gemm_sum reads its x as it is)
+            found = _out_view(g, n, readers, kept)
             if found is not None:
                 view, chain = found
                 f.out_views[n.id] = view
@@ -364,18 +366,20 @@ def _take_shortcuts(g: Graph, compute: list[Node], outs: set[int], f: Fusion) ->
             f.provides[k] = kept
         else:
             del f.provides[k]
+    taken = sorted(f.shortcuts)
     for n in compute:
         if n.id not in live:
-            f.dead[n.id] = _responsible(n.id, f)
+            f.dead[n.id] = _responsible(n.id, taken)
         if n.id not in live or n.id in f.provided_by:
             f.skip.add(n.id)
     return [n for n in compute if n.id in live and n.id not in f.provided_by]
 
 
-def _responsible(nid: int, f: Fusion) -> int:
-    """The shortcut whose kernel made node ``nid`` unnecessary (the first one after it; for messages)."""
-    later = [k for k in f.shortcuts if k > nid]
-    return min(later) if later else min(f.shortcuts)
+def _responsible(nid: int, shortcuts: list[int]) -> int:
+    """The shortcut (of ``shortcuts``, ascending) whose kernel made node ``nid`` unnecessary: the first one after
+    it, else the first (for messages)."""
+    k = bisect_right(shortcuts, nid)
+    return shortcuts[k] if k < len(shortcuts) else shortcuts[0]
 
 
 def _fusable(n: Node) -> bool:
@@ -388,7 +392,21 @@ def _chain(root: int, members: list[int], outs: set[int]) -> Chain:
 
 def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[int, list[Node]], f: Fusion,
                  max_buffers: int) -> None:
-    """Group elementwise nodes into chains, each computed by one kernel (see the module docstring)."""
+    """Group elementwise nodes into chains, each computed by one kernel (see the module docstring).
+
+    A node that its only reader can compute inline points to that reader (``into``). The pointers
+    form trees, one per candidate chain, each rooted at the node whose value is written. A tree too
+    big for one kernel (``fits``: storage bindings, uniform words) sheds members until it fits, one
+    at a time: the earliest requested output among them (it is written anyway; it becomes the root
+    of a chain of its own, with the members that fed it), else the earliest member (it runs as a
+    kernel of its own, and its reader reads it from memory).
+
+    Trees are independent, so each is settled on its own, and what ``fits`` measures is kept up to
+    date as members leave (:class:`ChainCost`): settling a tree costs time in proportion to its size.
+    (Regrouping every tree after each cut, and laying each one out again, cost a pass over the whole
+    plan per member shed: the gradient of a chain of N tanh, one tree of ~3N nodes shedding them one
+    by one, took longer than N^2 steps.)
+    """
     into: dict[int, int] = {}   # member -> the node that reads it and computes it inline
     for n in compute:
         rs = readers.get(n.id, [])
@@ -404,30 +422,155 @@ def _plan_chains(g: Graph, compute: list[Node], outs: set[int], readers: dict[in
         elif n.size == 1 and n.id not in outs:
             into[n.id] = r.id   # a scalar (1 - lr * wd) is recomputed per element: cheaper than a dispatch
     order = {n.id: k for k, n in enumerate(compute)}
-    while True:
-        groups: dict[int, list[int]] = {}
-        absorbing = set(into.values())
-        for n in compute:
-            if n.id in into or n.id in absorbing:
-                root = n.id
-                while root in into:
-                    root = into[root]
-                groups.setdefault(root, []).append(n.id)
-        too_big = [(root, members) for root, members in groups.items()
-                   if len(members) > 1 and not fits(g, _chain(root, members, outs), max_buffers)]
-        if not too_big:
-            break
-        for _, members in too_big:   # cut a member loose: it runs as its own kernel (or chain). An output
-            stores = [m for m in members[:-1] if m in outs]   # first: it is written anyway
-            into.pop(min(stores or members[:-1], key=order.__getitem__))
-    for root, members in groups.items():
-        if len(members) < 2:
-            continue
+    children: dict[int, list[int]] = {}
+    for m, r in into.items():
+        children.setdefault(r, []).append(m)
+    root_of: dict[int, int] = {}   # a reader comes after what it reads: walking back, its root is known
+    for n in reversed(compute):
+        root_of[n.id] = root_of[into[n.id]] if n.id in into else n.id
+    trees: dict[int, list[int]] = {}   # root -> its tree's nodes, in plan order (the root last)
+    for n in compute:
+        if n.id in into or n.id in children:
+            trees.setdefault(root_of[n.id], []).append(n.id)
+    chains: list[tuple[int, list[int]]] = []
+    for root, members in trees.items():
+        pending = [ChainCost(g, root, members, outs, into, max_buffers)]
+        while pending:
+            cost = pending.pop()
+            while len(cost) > 1 and not cost.fits():
+                store = cost.first_store()
+                if store is None:
+                    cost.remove([cost.first()])
+                    continue
+                cut = [store]   # the store and the members that feed it (through it, to the root)
+                for m in cut:
+                    cut.extend(c for c in children.get(m, ()) if c in cost)
+                cost.remove(cut)
+                if len(cut) > 1:
+                    pending.append(ChainCost(g, store, sorted(cut, key=order.__getitem__), outs, into, max_buffers))
+            if len(cost) > 1:
+                chains.append((cost.root, cost.members()))
+    for root, members in sorted(chains, key=lambda c: order[c[1][0]]):   # (in plan order of their first member)
         f.chains[root] = _chain(root, members, outs)
         for m in members:
             f.chain_of[m] = root
             if m != root:
                 f.skip.add(m)
+
+
+class ChainCost:
+    """What :func:`wgpu_chain.fits` weighs for a tree of chain members, kept up to date as members leave.
+
+    ``fits`` lays a chain out from scratch: its leaves (the values it reads from outside), which of
+    them are scalar constants (a uniform word each) and which are buffers (a binding each, some read
+    through broadcast strides), the members' number attributes (a uniform word each) and its stores.
+    Asked again after each member a big tree sheds, that is a pass over the tree per member: the square
+    of its size. This object keeps those quantities as counts instead (each leaf with how many members
+    read it), so shedding a member costs only its own inputs. The layout's formula is wgpu_chain's
+    (``_layout``): when the counts say "fits", ``fits`` itself confirms it, and should it ever disagree,
+    this tree asks ``fits`` every time from then on (slower, never wrong).
+
+    ``members`` are in plan order, ``root`` last; ``into`` maps a member to the member reading it.
+    """
+
+    HEADER_WORDS = 4      # wgpu_chain's uniform block: a header of 4 words ...
+    UNIFORM_WORDS = 64    # ... in a block of 64
+
+    def __init__(self, g: Graph, root: int, members: list[int], outs: set[int], into: dict[int, int],
+                 max_buffers: int) -> None:
+        self.g, self.root, self.outs, self.into, self.max_buffers = g, root, outs, into, max_buffers
+        self._order = list(members)
+        self._alive = set(members)
+        self._first = 0                                     # members before this index have left
+        self._stores = [m for m in members if m in outs and m != root]
+        self._first_store = 0
+        self.n_stores = len(self._stores)
+        self.uses: dict[int, int] = {}      # leaf -> how many members read it
+        self.buffers: dict[int, None] = {}  # leaves read from a buffer (in order of first use)
+        self.scalars = 0                    # leaves that are scalar constants (uniform words)
+        self.attr_words = 0
+        self._exact = False                 # the counts once disagreed with fits: ask fits every time
+        for m in members:
+            self.attr_words += len(ew_attr_values(g.nodes[m]))
+            for i in set(g.nodes[m].inputs):
+                if i not in self._alive:
+                    self._use(i, 1)
+
+    def __len__(self) -> int:
+        return len(self._alive)
+
+    def __contains__(self, m: int) -> bool:
+        return m in self._alive
+
+    def members(self) -> list[int]:
+        """The members still in the tree, in plan order (the root last)."""
+        return [m for m in self._order[self._first:] if m in self._alive]
+
+    def first(self) -> int:
+        """The earliest member still in the tree."""
+        while self._order[self._first] not in self._alive:
+            self._first += 1
+        return self._order[self._first]
+
+    def first_store(self) -> int | None:
+        """The earliest requested output still in the tree (other than the root), or None."""
+        while self._first_store < len(self._stores) and self._stores[self._first_store] not in self._alive:
+            self._first_store += 1
+        return self._stores[self._first_store] if self._first_store < len(self._stores) else None
+
+    def _use(self, leaf: int, k: int) -> None:
+        """``k`` more (or fewer) members read ``leaf``."""
+        count = self.uses.get(leaf, 0) + k
+        if count and leaf not in self.uses:
+            n = self.g.nodes[leaf]
+            if n.op == "constant" and n.size == 1 and n.id in self.g.constants:
+                self.scalars += 1
+            else:
+                self.buffers[leaf] = None
+        if count:
+            self.uses[leaf] = count
+            return
+        del self.uses[leaf]
+        if leaf in self.buffers:
+            del self.buffers[leaf]
+        else:
+            self.scalars -= 1
+
+    def remove(self, gone: list[int]) -> None:
+        """Members ``gone`` leave the tree; one still read by a member becomes a leaf of the tree."""
+        for m in gone:
+            node = self.g.nodes[m]
+            for i in set(node.inputs):
+                if i not in self._alive:
+                    self._use(i, -1)
+            self._alive.discard(m)
+            self.attr_words -= len(ew_attr_values(node))
+            if m in self.outs and m != self.root:
+                self.n_stores -= 1
+            if self.into.get(m) in self._alive:
+                self._use(m, 1)
+
+    def words(self) -> int:
+        """Uniform words of the chain's layout: header, index walk (one stride per strided buffer and
+        axis), scalar constants, attributes."""
+        out = self.g.nodes[self.root].shape
+        own = contiguous_strides(out)
+        walk = [st for i in self.buffers if (st := broadcast_strides(self.g.nodes[i].shape, out)) != own]
+        axes = len(collapse(out, *walk)[0]) if walk else 0
+        return self.HEADER_WORDS + axes * (1 + len(walk)) + self.scalars + self.attr_words
+
+    def estimate(self) -> bool:
+        """``fits``' verdict from the counts alone: bindings (buffers, the output, the stores) and words."""
+        return len(self.buffers) + 1 + self.n_stores <= self.max_buffers and self.words() <= self.UNIFORM_WORDS
+
+    def fits(self) -> bool:
+        """Can one kernel take the tree as it is now (``wgpu_chain.fits``)? Asked of ``fits`` itself only when
+        the counts say yes (once per tree that ends up fitting), or always once they were wrong."""
+        if not self._exact and not self.estimate():
+            return False
+        ok = fits(self.g, _chain(self.root, self.members(), self.outs), self.max_buffers)
+        self._exact = self._exact or not ok
+        return ok
 
 
 def _epilogue_of(g: Graph, m: Node, readers: dict[int, list[Node]], outs: set[int], f: Fusion

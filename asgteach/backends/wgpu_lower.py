@@ -11,6 +11,8 @@ the same structure reuses it (``wgpu_plan_cache``). ``_in_place_rewrite`` is the
 from __future__ import annotations
 
 import warnings
+from bisect import bisect_left, insort
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -110,6 +112,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
                     f"// {n.op} (node #{n.id}) is computed by the kernel of {fusion.shortcuts[n.id][0]} below, entry "
                     f"{ds[0].entry}: the backward rule that built it marked it as that op of nodes "
                     f"{', '.join(f'#{i}' for i in fusion.shortcuts[n.id][1])}\n", *sources[n.id])
+    absorbers = _absorbers(graph, fusion)
     for n in compute:
         if n.id in fusion.written_by:
             w = fusion.written_by[n.id]
@@ -155,7 +158,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
         elif n.id in fusion.skip:
             sources[n.id] = (
                 f"// {n.op} (node #{n.id}) runs no kernel of its own: the kernel below, which reads it, "
-                f"reads its operands in place\n", *_absorbing_source(graph, fusion, sources, n))
+                f"reads its operands in place\n", *_absorbing_source(fusion, sources, n, absorbers))
     dispatches, chain_at, partials = _sum_last_stage_in_chains(graph, fusion, dispatches, chain_at, outputs,
                                                                reads, sources)
     for d in dispatches if prefetch is not None else ():
@@ -187,17 +190,22 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
     for k, n in enumerate(running):
         for i in reads[n.id]:
             last_use[i] = k
-    pool: list[tuple[int, int]] = []   # (bytes, slot) of buffers free for reuse
+    # buffers free for reuse: a value takes the smallest one big enough (at most twice its size), of those the
+    # one freed first; kept by size so that the choice is a bisection, not a scan of every free buffer
+    free: dict[int, deque[int]] = {}   # bytes -> slots of that size, in the order they were freed
+    free_sizes: list[int] = []         # the keys of ``free``, ascending
     outs = set(outputs)
     for k, n in enumerate(running):
         for nid in (n.id, *fusion.provides.get(n.id, {}).values()):   # (and the by-products its kernel writes)
             if nid in slot_of or nid in unbound:
                 continue
             need = nbytes(graph.nodes[nid])
-            fits = [j for j, (size, _) in enumerate(pool) if need <= size <= 2 * need]
-            if fits:
-                j = min(fits, key=lambda j: pool[j][0])
-                slot_of[nid] = pool.pop(j)[1]
+            j = bisect_left(free_sizes, need)
+            if j < len(free_sizes) and free_sizes[j] <= 2 * need:
+                size = free_sizes[j]
+                slot_of[nid] = free[size].popleft()
+                if not free[size]:
+                    del free[size], free_sizes[j]
             else:
                 slot_of[nid] = new_slot(need)
                 bytes_pooled += need
@@ -207,7 +215,10 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             if graph.nodes[i].op in ("input", "parameter", "constant") or i in fixed_values:
                 continue
             s = slot_of[i]
-            pool.append((slot_sizes[s], s))
+            if slot_sizes[s] not in free:
+                free[slot_sizes[s]] = deque()
+                insort(free_sizes, slot_sizes[s])
+            free[slot_sizes[s]].append(s)
     for n in compute:
         if n.id in fusion.alias and root(n.id) in slot_of:   # (a reshape of such a constant: no buffer either)
             slot_of[n.id] = slot_of[root(n.id)]
@@ -305,17 +316,34 @@ def _sum_last_stage_in_chains(graph: Graph, fusion: Any, dispatches: list[Dispat
         {r: {s: v for s, v in st.items()} for r, st in found.items()}
 
 
-def _absorbing_source(g: Graph, f: Any, sources: dict[int, tuple[str, ...]], n: Node) -> tuple[str, ...]:
-    """The WGSL of the kernel that computes a skipped transpose's or matmul's work."""
-    for s_id, (x, _) in f.gemm_sum.items():
+def _absorbers(g: Graph, f: Any) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """For each node, the kernels that may do its work, in plan order: the weight-gradient sums folded into one
+    GEMM that read it (as their matmul, or its transposed operand), and the matmuls that read it as an operand.
+    (Found once per plan: looking through every matmul for each skipped node was quadratic in the layers.)"""
+    by_gemm: dict[int, list[int]] = {}
+    for s_id in f.gemm_sum:
         m = g.nodes[g.nodes[s_id].inputs[0]]
-        if (m.id == n.id or m.inputs[0] == n.id) and s_id in sources:
+        for i in dict.fromkeys((m.id, m.inputs[0])):
+            by_gemm.setdefault(i, []).append(s_id)
+    by_matmul: dict[int, list[int]] = {}
+    for u in f.operands:
+        for i in dict.fromkeys(g.nodes[u].inputs):
+            by_matmul.setdefault(i, []).append(u)
+    return by_gemm, by_matmul
+
+
+def _absorbing_source(f: Any, sources: dict[int, tuple[str, ...]], n: Node,
+                      absorbers: tuple[dict[int, list[int]], dict[int, list[int]]]) -> tuple[str, ...]:
+    """The WGSL of the kernel that computes a skipped transpose's or matmul's work (``absorbers``: see above)."""
+    by_gemm, by_matmul = absorbers
+    for s_id in by_gemm.get(n.id, ()):
+        if s_id in sources:
             return sources[s_id]
     u = f.read_through.get(n.id)
     if u is not None and u in sources:
         return sources[u]
-    for u, ops in f.operands.items():
-        if n.id in g.nodes[u].inputs and u in sources:
+    for u in by_matmul.get(n.id, ()):
+        if u in sources:
             return sources[u]
     return ()
 
@@ -331,9 +359,10 @@ def _in_place_rewrite(g: Graph, low: plan_cache.Lowered, outputs: list[int], pai
             users.setdefault(nid, []).append(k)
     per_chain: dict[int, dict[int, int]] = {}
     eligible: dict[int, set[int]] = {}   # chain root -> the leaves it reads at each thread's own index
+    outs = set(outputs)   # (a Trainer's outputs and pairs are both one per parameter and state: no list scans)
     for new, old in pairs:
         root = f.chain_of.get(new)
-        if root is None or root not in low.chain_at or old in outputs:
+        if root is None or root not in low.chain_at or old in outs:
             continue
         chain, k = f.chains[root], low.chain_at[root]
         if root not in eligible:
