@@ -389,3 +389,25 @@ def test_a_feed_for_a_parameter_the_trainer_holds_is_an_error_not_ignored(backen
     with pytest.raises(at.FeedError, match="initial="):
         tr.run([tr.loss], {x: X, t: T, w.name: np.zeros(w.shape, np.float32)})
     assert tr.step == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_refused_step_does_not_move_the_dropout_masks_on(backend: str) -> None:
+    """The step after a refused one draws the dropout masks the refused one would have drawn, so a run with a
+    NaN batch in it goes on exactly like a run without it."""
+    def make():
+        with at.Graph():
+            x = at.input("x", (8, 6))
+            h = at.nn.Dropout(0.5)(at.tanh(at.nn.Linear(6, 5, name="a")(x)))
+            loss = at.mean(at.nn.Linear(5, 1, name="b")(h) ** 2)
+            return at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), backend=backend, seed=4), x
+
+    (tr, x), (clean, cx) = make(), make()
+    X = np.random.default_rng(1).standard_normal((8, 6)).astype(np.float32)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with pytest.raises(at.NumericsError):
+        tr.train_step({x: bad})
+    got = [tr.train_step({x: X}) for _ in range(3)]
+    want = [clean.train_step({cx: X}) for _ in range(3)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -176,7 +176,7 @@ class Trainer:
         parameters there either.
         """
         lr = self.scheduler(self.optimizer.lr, self.step)
-        rng_state = self.rng.bit_generator.state
+        rng_state = self.rng.bit_generator.state if self.random_inputs else None   # (dropout draws from it)
         held = self._values if (self._upload_values or not self._device_held) else {}
         all_feeds = {**self._cast(feeds), **self._random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
@@ -188,7 +188,8 @@ class Trainer:
             try:
                 self._refuse(all_feeds, outs)
             except NumericsError:
-                self.rng.bit_generator.state = rng_state
+                if rng_state is not None:
+                    self.rng.bit_generator.state = rng_state
                 raise
         if self._device_held:
             self._upload_values, self._stale = False, True
