@@ -165,7 +165,9 @@ def missing_feed_error(graph: Graph, node: Node, outputs: Sequence[int]) -> Feed
     input called "x", so ``{"x": X}`` feeds the new one, while an output built before the
     re-run still reads the old one. The message says so when the name now means another node.
     """
-    needed_by = ", ".join(f"#{o} {graph.nodes[o].op}" for o in outputs)
+    needed_by = ", ".join(f"#{o} {graph.nodes[o].op}" for o in outputs[:3])
+    if len(outputs) > 3:   # (a Trainer's step has an output per parameter and per moment)
+        needed_by += f" and {len(outputs) - 3} more"
     msg = (f"missing feed for {node.op} '{node.name}' (shape {node.shape}, created at {created_at(node)})\n"
            f"  the requested outputs ({needed_by}) depend on it; pass it in feeds, e.g. {{{node.name}: array}}")
     try:
