@@ -3,8 +3,8 @@
 A Trainer refuses a step whose loss or gradients are not finite (the parameters and the
 optimizer state stay as they were, on every backend). Saying "a gradient is inf" would leave
 the student with nothing to do; this module names the node where it started. It runs the
-graph the reference interpreter's way (every needed node in graph order, its op's numpy
-kernel, every value kept), then walks back from the first target that is not finite: from a
+graph with the reference interpreter (every needed node in graph order, its op's numpy
+kernel; asked for every value), then walks back from the first target that is not finite: from a
 node to an input that is not finite either, until it reaches a node whose inputs are all
 finite (or a fed input). That node made the NaN or the infinity; the message says why such an
 op can (its ``nan_hint``) and shows its inputs' ranges.
@@ -22,7 +22,7 @@ import numpy as np
 from ..graph import Graph
 from ..ops.registry import spec
 from .common import created_at
-from .reference import _checked_feeds, _in, _precision
+from .reference import interpret
 
 __all__ = ["first_nonfinite"]
 
@@ -39,18 +39,8 @@ def first_nonfinite(graph: Graph, targets: Sequence[int], feeds: Mapping[Any, An
     """A message naming the node where the first non-finite value among ``targets`` started, or None
     when every target is finite for these feeds."""
     nodes = graph.ancestors(list(targets))
-    fed = _checked_feeds(graph, list(targets), feeds)
-    precision = _precision(fed, dtype)
-    env: dict[int, Any] = {}
-    with np.errstate(all="ignore"):
-        for i in nodes:
-            n = graph.nodes[i]
-            if n.op in ("input", "parameter"):
-                env[i] = _in(precision, fed[i])
-            elif n.op == "constant":
-                env[i] = _in(precision, graph.constants[i])
-            else:
-                env[i] = np.asarray(spec(n.op).numpy(*[env[j] for j in n.inputs], **n.attrs))
+    with np.errstate(all="ignore"):   # every value the targets need, kept: the reference interpreter's loop
+        env = dict(zip(nodes, (np.asarray(v) for v in interpret(graph, nodes, feeds, dtype))))
     bad = [t for t in sorted(set(targets)) if _kind(env[t])]
     if not bad:
         return None
