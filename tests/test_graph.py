@@ -57,7 +57,8 @@ def test_json_round_trip_structure_and_values() -> None:
         assert (a.id, a.op, a.inputs, a.shape, a.dtype, a.name, a.phase, a.source) == \
                (b.id, b.op, b.inputs, b.shape, b.dtype, b.name, b.phase, b.source)
         assert a.attrs == b.attrs, (a.op, a.attrs, b.attrs)
-        assert a.meta == b.meta, (a.op, a.meta, b.meta)
+        # (a backward rule's shortcut mark is not loaded: a file cannot prove it, see from_json)
+        assert {k: v for k, v in a.meta.items() if k != "shortcut"} == b.meta, (a.op, a.meta, b.meta)
         assert type(a.shape) is tuple and type(b.shape) is tuple
     assert h.passes == json.loads(json.dumps(g.passes))
     assert set(h.constants) == set(g.constants)
@@ -83,7 +84,8 @@ def test_json_round_trip_structure_and_values() -> None:
         xh = at.Tensor(h, h.find("x").id)
         (dx2,) = at.grad(at.Tensor(h, y.node_id), [xh])
     np.testing.assert_allclose(at.run(dx2, {h.find(k.name).id: v for k, v in feeds.items()}), want[1])
-    assert at.Graph.from_json(h.to_json()).to_json() == h.to_json()
+    once = at.Graph.from_json(h.to_json()).to_json()   # (the new gradient's shortcut mark is not loaded)
+    assert at.Graph.from_json(once).to_json() == once
 
 
 def test_json_without_constants_and_bad_documents() -> None:
