@@ -31,7 +31,7 @@ from . import nn  # noqa: E402  (nn builds on everything above)
 from .nn import CheckpointWarning, DataLoader, Dataset, Trainer, WeightsFileError
 from .nn import init, optim
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError", "CheckpointWarning",

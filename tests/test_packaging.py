@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
+import asgteach
+
 ROOT = Path(__file__).resolve().parents[1]
+VERSION = asgteach.__version__   # written in one place (tests/test_release.py checks that the wheel agrees)
 BIN = Path(sys.executable).parent
 
 
@@ -34,8 +37,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out),
                  str(ROOT)])
     assert proc.returncode == 0, f"building the wheel failed:\n{proc.stdout}\n{proc.stderr}"
-    wheels = list(out.glob("asgteach-0.1.0-*.whl"))
-    assert len(wheels) == 1, f"expected one asgteach 0.1.0 wheel, found {[w.name for w in out.iterdir()]}"
+    wheels = list(out.glob(f"asgteach-{VERSION}-*.whl"))
+    assert len(wheels) == 1, f"expected one asgteach {VERSION} wheel, found {[w.name for w in out.iterdir()]}"
     return wheels[0]
 
 
@@ -47,7 +50,7 @@ def wheel_names(wheel: Path) -> set[str]:
 
 def _dist_info(wheel: Path, name: str) -> str:
     with zipfile.ZipFile(wheel) as z:
-        return z.read(f"asgteach-0.1.0.dist-info/{name}").decode()
+        return z.read(f"asgteach-{VERSION}.dist-info/{name}").decode()
 
 
 # --- what the wheel holds ---------------------------------------------------------------------
@@ -83,7 +86,7 @@ def test_wheel_maps_shaders_and_lessons_into_the_package(wheel_names: set[str]) 
 @pytest.mark.slow
 def test_wheel_metadata(wheel: Path) -> None:
     meta = email.message_from_string(_dist_info(wheel, "METADATA"))
-    assert meta["Name"] == "asgteach" and meta["Version"] == "0.1.0"
+    assert meta["Name"] == "asgteach" and meta["Version"] == VERSION
     assert meta["Requires-Python"] == ">=3.11"
     requires = meta.get_all("Requires-Dist")
     for dep in ("numpy", "scipy", "ipywidgets", "matplotlib", "safetensors", "tqdm"):
