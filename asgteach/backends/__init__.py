@@ -30,7 +30,9 @@ from .common import FeedError, KernelError, NumericsError  # noqa: F401
 __all__ = ["get_backend", "available", "describe", "run", "compile", "BackendUnavailable",
            "FeedError", "KernelError", "NumericsError"]
 
-_MODULES = {"numpy": "asgteach.backends.numpy_backend", "wgpu": "asgteach.backends.wgpu_backend"}
+_MODULES = {"numpy": "asgteach.backends.numpy_backend", "wgpu": "asgteach.backends.wgpu_backend",
+            # the reference interpreter itself, as a backend: slow, and every line of it readable
+            "reference": "asgteach.backends.reference"}
 
 
 class BackendUnavailable(RuntimeError):
@@ -38,7 +40,11 @@ class BackendUnavailable(RuntimeError):
 
 
 def get_backend(name: str) -> Any:
-    """The backend module called ``name`` ("numpy", "wgpu", or "auto": wgpu if usable, else numpy)."""
+    """The backend module called ``name`` ("numpy", "wgpu", "reference", or "auto": wgpu if usable, else numpy).
+
+    "reference" runs the reference interpreter (``backends/reference.py``): the dozen lines that say what
+    running a graph means, node after node, with the same feed checks and the same NaN report as numpy.
+    """
     if name == "auto":
         return get_backend("wgpu") if "wgpu" in available() else get_backend("numpy")
     if name not in _MODULES:
@@ -56,7 +62,7 @@ def get_backend(name: str) -> Any:
 
 
 def available() -> list[str]:
-    """Names of the backends that can run on this machine."""
+    """Names of the backends that can run on this machine ("reference", the interpreter, always can too)."""
     names = ["numpy"]
     try:
         get_backend("wgpu")

@@ -84,9 +84,17 @@ class Plan:
         self.graph, self.outputs = graph, list(outputs)
 
     def run(self, feeds: Mapping[Any, Any] | None = None, params: Mapping[Any, Any] | None = None,
-            dtype: Any = None, on_nan: str = "ignore") -> list[np.ndarray]:
-        """The outputs' values (``on_nan`` is accepted for the interface; NaNs are returned as they are)."""
-        return interpret(self.graph, self.outputs, {**(feeds or {}), **(params or {})}, dtype)
+            dtype: Any = None, on_nan: str = "raise") -> list[np.ndarray]:
+        """The outputs' values. A NaN among them is reported as the numpy backend reports it (``on_nan``:
+        "raise", "warn" or "ignore"), so ``backend="reference"`` gives the same answer or the same error."""
+        given = resolve_feeds(self.graph, feeds, params)   # (a leaf in both feeds and params is an error)
+        with np.errstate(all="ignore"):   # inf and NaN are values here, as on every backend
+            outs = interpret(self.graph, self.outputs, given, dtype)
+        if on_nan != "ignore" and any(o.dtype.kind == "f" and np.isnan(o).any() for o in outs):
+            from .numpy_backend import Plan as NumpyPlan   # (its search names the first node that made the NaN)
+
+            NumpyPlan(self.graph, self.outputs)._nan_found(given, dtype, on_nan)
+        return [np.array(o, copy=True) for o in outs]   # the caller's own arrays, never a feed or a constant
 
 
 def compile(graph: Graph, outputs: list[int]) -> Plan:  # noqa: A001 - the verb every backend uses
