@@ -58,6 +58,11 @@ def _reference(kind, w0, grad_fn, steps, lr, **h):
             mhat = state["m"] / (1 - b1**t)
             vhat = state["s"] / (1 - b2**t)
             w = w - lr * mhat / (np.sqrt(vhat) + eps)
+        elif kind == "adagrad":
+            g = g + h.get("weight_decay", 0.0) * w
+            state["s"] = state["s"] + g * g if t > 1 else h.get("initial", 0.0) + g * g
+            clr = lr / (1 + (t - 1) * h.get("lr_decay", 0.0))
+            w = w - clr * g / (np.sqrt(state["s"]) + 1e-10)
         elif kind == "rmsprop":
             state["s"] = 0.99 * state["s"] + 0.01 * g * g
             w = w - lr * g / (np.sqrt(state["s"]) + 1e-8)
@@ -74,6 +79,9 @@ def _reference(kind, w0, grad_fn, steps, lr, **h):
     ("adam", lambda: optim.Adam(lr=0.05, weight_decay=0.1), {"weight_decay": 0.1}),
     ("adamw", lambda: optim.AdamW(lr=0.05, weight_decay=0.1), {"weight_decay": 0.1}),
     ("rmsprop", lambda: optim.RMSprop(lr=0.01), {}),
+    ("adagrad", lambda: optim.AdaGrad(lr=0.1), {}),
+    ("adagrad", lambda: optim.AdaGrad(lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.5),
+     {"lr_decay": 0.05, "weight_decay": 0.1, "initial": 0.5}),
 ])
 def test_optimizer_matches_hand_written_update(kind, opt, hyper):
     o = opt()
@@ -141,3 +149,18 @@ def test_bad_hyperparameters():
         optim.SGD(lr=0.0)
     with pytest.raises(ValueError, match="Nesterov"):
         optim.SGD(lr=0.1, nesterov=True)
+
+
+def test_adagrad_on_the_gpu_matches_numpy():
+    """AdaGrad's update is graph ops like the others: the wgpu backend runs it (fused, in place) to numpy's numbers."""
+    from wgpu_helpers import require_adapter
+
+    require_adapter()
+    losses = {}
+    for backend in ("numpy", "wgpu"):
+        g, w, loss, _ = _quadratic()
+        tr = at.Trainer(loss, optimizer=optim.AdaGrad(lr=0.1, lr_decay=0.01), backend=backend, seed=3)
+        losses[backend] = [tr.train_step({}) for _ in range(8)]
+    np.testing.assert_allclose(losses["wgpu"], losses["numpy"], rtol=1e-5)
+    assert losses["numpy"][-1] < losses["numpy"][0]
+

@@ -23,7 +23,7 @@ from ..ops.leaves import input as _input
 from ..tensor import Tensor
 
 __all__ = [
-    "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Update", "clip_grad_norm", "clip_grad_value",
+    "Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "AdaGrad", "Adagrad", "Update", "clip_grad_norm", "clip_grad_value",
     "StepLR", "ExponentialLR", "CosineAnnealingLR", "LinearWarmup", "ConstantLR",
 ]
 
@@ -192,6 +192,41 @@ class RMSprop(Optimizer):
             up.state_out.append(v_new)
             up.state_init.append(np.zeros(p.shape, np.float32))
         return up
+
+
+class AdaGrad(Optimizer):
+    """AdaGrad (Duchi, Hazan & Singer, 2011): every coordinate keeps the sum of its squared gradients and
+    steps by lr / sqrt(that sum), so a coordinate that has seen large gradients moves less and less.
+
+    s = s + g^2;  p -= lr_t g / (sqrt(s) + eps),  lr_t = lr / (1 + (t - 1) lr_decay);
+    ``weight_decay`` adds wd * p to g (L2). ``torch.optim.Adagrad``'s defaults; ``Adagrad`` is PyTorch's spelling.
+    The step shrinks forever (s only grows): RMSprop and Adam replace the sum by a running average.
+    """
+
+    name = "adagrad"
+
+    def __init__(self, lr: float = 0.01, lr_decay: float = 0.0, weight_decay: float = 0.0,
+                 initial_accumulator_value: float = 0.0, eps: float = 1e-10, **clip: float) -> None:
+        super().__init__(lr, weight_decay, **clip)
+        if lr_decay < 0 or initial_accumulator_value < 0:
+            raise ValueError(f"AdaGrad: lr_decay and initial_accumulator_value must be >= 0, got {lr_decay} and "
+                             f"{initial_accumulator_value}")
+        self.lr_decay, self.initial_accumulator_value, self.eps = lr_decay, initial_accumulator_value, eps
+
+    def build(self, params, grads, lr, step):
+        up = Update([])
+        lr_t = lr / (1.0 + (step - 1.0) * self.lr_decay) if self.lr_decay else lr
+        for p, g in zip(params, self._prepare(params, grads)):
+            s = self._state("sum", p)
+            s_new = s + g * g
+            up.new_params.append(p - lr_t * g / (ops.sqrt(s_new) + self.eps))
+            up.state_in.append(s)
+            up.state_out.append(s_new)
+            up.state_init.append(np.full(p.shape, self.initial_accumulator_value, np.float32))
+        return up
+
+
+Adagrad = AdaGrad
 
 
 # --- learning-rate schedules: step (0-based count of updates done) -> lr --------------------------
