@@ -20,13 +20,17 @@ import re
 import subprocess
 import sys
 import tarfile
-import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
 import asgteach
+
+try:
+    import tomllib
+except ModuleNotFoundError:   # Python 3.10: the same reader, before it joined the standard library
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = asgteach.__version__
