@@ -107,6 +107,8 @@ def graph_outputs(notebook: Path) -> int:
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     count = 0
     for cell in nb["cells"]:
+        if "### BEGIN SOLUTION" in "".join(cell.get("source", [])):
+            continue   # an exercise's answer: the site shows the student's version, without its outputs
         for output in cell.get("outputs", []):
             html = output.get("data", {}).get("text/html", "")
             count += GRAPH_MARK in ("".join(html) if isinstance(html, list) else html)
@@ -171,6 +173,26 @@ def test_every_lesson_is_a_page_with_its_graphs(site: dict[str, Any]) -> None:
         html = page.read_text(encoding="utf-8")
         assert html.count(f'class="{GRAPH_MARK}') == graph_outputs(notebook), f"{page.name}: graphs missing"
         assert "application/vnd.jupyter.widget-view+json" not in html, f"{page.name} shows an empty widget view"
+
+
+def test_the_site_hands_out_no_answers(site: dict[str, Any]) -> None:
+    """An exercise shows as in the student's notebook: the solution code cut to `raise NotImplementedError`, and
+    the cell's output (what the answer printed) left out; the check cells after it keep theirs."""
+    out: Path = site["out"]
+    shown = 0
+    for notebook in LESSONS:
+        nb = json.loads(notebook.read_text(encoding="utf-8"))
+        solutions = ["".join(c["source"]) for c in nb["cells"] if "### BEGIN SOLUTION" in "".join(c["source"])]
+        html = (out / "lessons" / (notebook.stem + ".html")).read_text(encoding="utf-8")
+        assert "BEGIN SOLUTION" not in html and "END SOLUTION" not in html, notebook.name
+        for source in solutions:
+            answer = source.split("### BEGIN SOLUTION", 1)[1].split("### END SOLUTION", 1)[0].strip().splitlines()
+            # the answer's longest line does not appear on the page (escaped as the page escapes code)
+            longest = max((ln.strip() for ln in answer), key=len)
+            assert longest.replace("<", "&lt;").replace(">", "&gt;") not in html or len(longest) < 25, \
+                (notebook.name, longest)
+        shown += html.count('NotImplementedError</span><span class="p">(</span><span class="s2">"exercise')
+    assert shown >= 10, f"only {shown} exercise placeholders on the lesson pages"
 
 
 def test_index_lists_every_lesson(reader: Reader) -> None:

@@ -59,6 +59,9 @@ nb_mime_priority_overrides = [
 ]
 # Long outputs (a training log) scroll inside their cell instead of making the page endless.
 nb_merge_streams = True
+# A public site must not hand out the answers: an exercise's solution code is cut as `asgteach student` cuts it
+# (`raise NotImplementedError("exercise N")`) and that cell's output is not shown (asgteach_site.read_lesson).
+nb_custom_formats = {".ipynb": ["asgteach_site.read_lesson", {}, False]}
 
 # --- API reference ---------------------------------------------------------------------------------------
 autodoc_typehints = "signature"

@@ -337,6 +337,30 @@ class LicencesDirective(SphinxDirective):
         return out
 
 
+def read_lesson(text: str) -> Any:
+    """A notebook as the site shows it: the student's version of every exercise, the rest as committed.
+
+    The code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes the placeholder that
+    ``asgteach student`` writes (``asgteach.lessons.student.student_source``, so the two never differ),
+    and an exercise cell's outputs are dropped (they would show what the answer prints). Every other cell
+    keeps its committed outputs: the graphs, the plots, the checks' feedback.
+    """
+    import nbformat
+
+    from asgteach.lessons.student import BEGIN, cell_source, student_source
+
+    nb = nbformat.reads(text, as_version=4)
+    first = 1
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or BEGIN not in cell_source(cell):
+            continue
+        cell.source, cut = student_source(cell.source, first, f"cell {k}")
+        first += cut
+        cell.outputs = []
+        cell.execution_count = None
+    return nb
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("asgteach-api", ApiDirective)
     app.add_directive("asgteach-licences", LicencesDirective)
