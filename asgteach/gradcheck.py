@@ -25,7 +25,6 @@ float64, the full Jacobian (``fast=True``: a few random directions instead).
 from __future__ import annotations
 
 import html
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -37,6 +36,7 @@ from .backends.common import resolve_feeds
 from .graph import Graph
 from .ops.leaves import input as _input
 from .ops.registry import apply, spec
+from .progress import Progress
 from .tensor import Tensor
 from .usertext import NO_MATH, plain_text, user_text
 
@@ -284,9 +284,10 @@ def gradcheck(
         fast: check ``n_directions`` random directions u^T J v instead of every entry.
         locate: on failure, check each node's backward rule on its own and name the
             wrong one(s) in ``report.culprits``.
-        progress: a tqdm bar over the graph evaluations. ``None`` (default): on for long
-            checks only, those with more than ``PROGRESS_MIN_EVALUATIONS`` runs of the graph,
-            and even then drawn only once the check has taken a second (so quick checks
+        progress: progress over the graph evaluations: a tqdm bar in a notebook or a terminal,
+            a plain line every 10 % in a log (``asgteach.progress``). ``None`` (default): on for
+            long checks only, those with more than ``PROGRESS_MIN_EVALUATIONS`` runs of the
+            graph, and even then shown only once the check has taken a second (so quick checks
             print nothing); ``ASGTEACH_NO_PROGRESS=1`` turns it off.
 
     The user's graph is not modified: the check works on a private copy.
@@ -346,15 +347,12 @@ def gradcheck(
 PROGRESS_MIN_EVALUATIONS = 200
 
 
-def _progress_bar(total: int, progress: bool | None) -> Any:
-    """A tqdm bar (notebook widget or terminal) over ``total`` graph runs, or a disabled one."""
-    from tqdm.auto import tqdm
-
-    delay = 0.0
-    if progress is None:
-        progress = total > PROGRESS_MIN_EVALUATIONS and os.environ.get("ASGTEACH_NO_PROGRESS") != "1"
-        delay = 1.0  # automatic bars wait a second: a quick check draws nothing (no clutter in notebooks)
-    return tqdm(total=total, desc="gradcheck", unit="run", disable=not progress, leave=False, delay=delay)
+def _progress_bar(total: int, progress: bool | None) -> Progress:
+    """Progress over ``total`` graph runs: a bar (notebook, terminal), lines (a log) or nothing."""
+    if progress is None:  # automatic: long checks only, unless ASGTEACH_NO_PROGRESS=1, and after a second
+        return Progress(total, "gradcheck", "run", show=None if total > PROGRESS_MIN_EVALUATIONS else False,
+                        leave=False, delay=1.0)  # (a quick check shows nothing: no clutter in notebooks)
+    return Progress(total, "gradcheck", "run", show=progress, leave=False)  # asked for: shown, or not
 
 
 def _locate(checker: _Checker, eps: float, atol: float, rtol: float) -> list[NodeCheck]:

@@ -17,7 +17,6 @@ is why the GPU is checked against numpy rather than against finite differences.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -29,6 +28,7 @@ from .gradcheck import gradcheck
 from .ops import leaves
 from .ops.registry import REGISTRY
 from .opsamples import Sample, sample
+from .progress import Progress
 from .tensor import Tensor
 
 __all__ = ["OpResult", "check_op", "sweep", "format_table", "RTOL", "ATOL"]
@@ -122,19 +122,18 @@ def check_op(op: str, backends: Sequence[str] = ("numpy",)) -> OpResult:
 
 
 def sweep(backends: Sequence[str], ops: Sequence[str] | None = None, progress: bool | None = None) -> list[OpResult]:
-    """Check ``ops`` (default: every non-leaf op of the registry) on ``backends``, with a progress bar.
+    """Check ``ops`` (default: every non-leaf op of the registry) on ``backends``, showing progress.
 
-    ``progress=None`` shows the bar unless ``ASGTEACH_NO_PROGRESS=1``.
+    A bar in a terminal or notebook, plain lines in a log (``asgteach.progress``);
+    ``progress=None`` shows it unless ``ASGTEACH_NO_PROGRESS=1``.
     """
-    from tqdm.auto import tqdm
-
     names = list(ops) if ops is not None else [n for n, s in REGISTRY.items() if not s.leaf]
-    show = (os.environ.get("ASGTEACH_NO_PROGRESS") != "1") if progress is None else progress
     out: list[OpResult] = []
-    with tqdm(names, desc="checking ops", unit="op", disable=not show, leave=False) as bar:
-        for name in bar:
-            bar.set_postfix_str(name)
+    with Progress(len(names), "checking ops", "op", show=progress, leave=False) as bar:
+        for name in names:
+            bar.note(name)
             out.append(check_op(name, backends))
+            bar.update(1)
     return out
 
 

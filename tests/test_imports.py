@@ -29,6 +29,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "resources": ("asgteach.resources",),    # where shaders and lessons live
         "plots": ("asgteach.plots",),            # matplotlib figures (gradcheck, loss chart)
         "datasets": ("asgteach.datasets",),      # small bundled data sets
+        "progress": ("asgteach.progress",),      # tqdm bars where someone watches, plain lines in logs
     },
     {  # 1: the graph and the shape rules
         "shapes": ("asgteach.shapes",),

@@ -30,6 +30,7 @@ from ..backends.common import FeedError, NumericsError, resolve_feeds
 from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
 from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
+from ..progress import Progress
 from ..tensor import Tensor
 from .init import initial_values
 from .optim import ConstantLR, Optimizer
@@ -230,12 +231,11 @@ class Trainer:
         """Train on ``data``: one feeds dict (full batch, ``steps`` times) or an iterable of
         batches such as a DataLoader (``epochs`` passes, or ``steps`` batches).
 
-        Returns the losses of the steps run in this call. ``progress`` shows a tqdm bar
-        (notebook or terminal); ``callback(step, loss)`` is called after every step;
-        ``chart=True`` draws a live loss chart in a notebook.
+        Returns the losses of the steps run in this call. ``progress`` shows a tqdm bar in a
+        notebook or a terminal, and plain lines every 10 % in a log (``asgteach.progress``);
+        ``callback(step, loss)`` is called after every step; ``chart=True`` draws a live loss
+        chart in a notebook.
         """
-        from tqdm.auto import tqdm
-
         if isinstance(data, Mapping):
             n = steps if steps is not None else 100
             batches: Iterable[Mapping[Any, Any]] = (data for _ in range(n))
@@ -250,15 +250,12 @@ class Trainer:
                 batches = _cycle(data, steps)
         live = LossChart() if chart else None
         losses: list[float] = []
-        bar = tqdm(total=n, disable=not progress or os.environ.get("ASGTEACH_NO_PROGRESS") == "1",
-                   desc="training", unit="step", leave=True)
+        bar = Progress(n, "training", "step", show=None if progress else False)  # None: ASGTEACH_NO_PROGRESS=1 wins
         try:
             for batch in batches:
                 loss = self.train_step(batch)
                 losses.append(loss)
-                bar.update(1)
-                if len(losses) % 10 == 0 or len(losses) == n:
-                    bar.set_postfix(loss=f"{loss:.4g}")
+                bar.update(1, loss=loss)
                 if callback is not None:
                     callback(self.step, loss)
                 if live is not None:
