@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .graph import notebook_display
+from .source import source_line_text
 
 if TYPE_CHECKING:
     from .graph import Graph, Node
@@ -26,6 +27,39 @@ def _ops() -> Any:
     from . import ops
 
     return ops
+
+
+def _listed(nodes: list["Node"], most: int = 3) -> str:
+    names = ", ".join(f"{n.name} {n.shape}" for n in nodes[:most])
+    return names + (f" and {len(nodes) - most} more" if len(nodes) > most else "")
+
+
+def no_value_yet(t: "Tensor", asked: str, then: str) -> TypeError:
+    """The error for asking a Tensor for numbers it does not have (``float(t)``, ``t.numpy()``, ``if t:``).
+
+    It says what the Tensor is (its node, shape and the user's line that made it), that its
+    numbers exist only once a backend runs the graph, and the call that gives them, with the
+    inputs to feed (found by walking back from the node: the leaves it reads).
+    """
+    n, g = t.node, t.graph
+    line = source_line_text(n.source)
+    leaves = [g.nodes[i] for i in g.ancestors([n.id])]
+    inputs = [m for m in leaves if m.op == "input"]
+    params = [m for m in leaves if m.op == "parameter"]
+    feeds = ", ".join(f'"{m.name}": ...' for m in inputs[:3]) + (", ..." if len(inputs) > 3 else "")
+    label = f"{n.op} '{n.name}'" if n.name != n.op else n.op
+    msg = (f"{asked}: a Tensor has no value yet (define-then-run). This one is node #{n.id} ({label}, shape "
+           f"{n.shape}) of a graph, made at {n.source}" + (f"\n      {line}" if line else "") +
+           "\n  Building the graph computed nothing: its numbers exist once a backend runs it. Run it, then use "
+           "the array it returns:\n"
+           f"      value = at.run(tensor, {{{feeds}}})\n"
+           f"      {then}")
+    if inputs:
+        msg += f"\n  the inputs it needs fed: {_listed(inputs)}"
+    if params:
+        msg += (f"\n  it also reads {len(params)} parameter{'s' if len(params) > 1 else ''} ({_listed(params)}): "
+                "feed them too, or let the Trainer that holds their values run it: trainer.run([tensor], feeds)")
+    return TypeError(msg)
 
 
 class Tensor:
@@ -87,11 +121,43 @@ class Tensor:
     def __ne__(self, other: object) -> bool:
         return not self.__eq__(other)
 
+    # -- no numbers before a run ----------------------------------------------------------
+    # Python and numpy ask an object for its value in many ways: `if t:`, float(t), int(t),
+    # range(t), np.asarray(t), f"{t:.3f}", and PyTorch habits, t.item() and t.numpy(). A Tensor
+    # has no value to give (define-then-run), so each of them explains that and names the call
+    # that gives one (no_value_yet), instead of a bare "not a number" or a silent object array.
     def __bool__(self) -> bool:
-        raise TypeError(
-            "a Tensor has no value yet (define-then-run): it cannot be used in `if` or `and`. "
-            "Run the graph with at.run(...) to get numbers, or use at.where(...) inside the graph."
-        )
+        raise no_value_yet(self, "`if`, `and`, `or`, `not` or bool() on a Tensor",
+                           "if value > 0: ...    (to choose inside the graph instead: at.where(cond, a, b))")
+
+    def __float__(self) -> float:
+        raise no_value_yet(self, "float() of a Tensor", "float(value)")
+
+    def __int__(self) -> int:
+        raise no_value_yet(self, "int() of a Tensor", "int(value)")
+
+    def __complex__(self) -> complex:
+        raise no_value_yet(self, "complex() of a Tensor", "complex(value)")
+
+    def __index__(self) -> int:
+        raise no_value_yet(self, "a Tensor used as an integer (a size, range(), an index)",
+                           "range(int(value))    (a size the graph needs must be a Python int when it is built)")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        raise no_value_yet(self, "np.asarray() / np.array() of a Tensor", "value    # a numpy array")
+
+    def __format__(self, spec: str) -> str:
+        if not spec:  # f"{t}" and str.format("{}", t): the repr
+            return repr(self)
+        raise no_value_yet(self, f"formatting a Tensor as a number (f\"{{t:{spec}}}\")", f'f"{{value:{spec}}}"')
+
+    def numpy(self) -> Any:
+        """Not here: a Tensor has no numbers until the graph runs. Raises a TypeError that says what to call."""
+        raise no_value_yet(self, "Tensor.numpy()", "value    # a numpy array")
+
+    def item(self) -> Any:
+        """Not here: a Tensor has no numbers until the graph runs. Raises a TypeError that says what to call."""
+        raise no_value_yet(self, "Tensor.item()", "value.item()")
 
     def __len__(self) -> int:
         if not self.shape:
@@ -99,7 +165,8 @@ class Tensor:
         return self.shape[0]
 
     def __iter__(self) -> Any:
-        raise TypeError("a Tensor cannot be iterated; index it instead (x[0], x[:, 1])")
+        raise TypeError("a Tensor cannot be iterated; index it instead (x[0], x[:, 1]), or iterate the array "
+                        "at.run(tensor, feeds) returns")
 
     # -- arithmetic operators --------------------------------------------------------
     def __add__(self, o: Any) -> "Tensor":

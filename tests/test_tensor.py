@@ -139,3 +139,65 @@ def test_numpy_on_the_left_does_not_loop_elementwise() -> None:
     assert isinstance(y, at.Tensor) and y.op == "add" and y.shape == (3,)
     assert isinstance(z, at.Tensor) and z.op == "mul"
     assert sum(1 for n in g.nodes if n.op == "add") == 1
+
+
+# --- asking a Tensor for numbers: every way explains define-then-run and names the call that gives them ---
+
+def _loss_of_a_layer() -> tuple[at.Tensor, at.Tensor]:
+    with at.Graph():
+        x = at.input("x", (4, 3))
+        loss = at.mean(at.nn.Linear(3, 2, name="lin")(x) ** 2)  # the line the messages quote
+    return x, loss
+
+
+CONVERSIONS = {
+    "float": (float, "float() of a Tensor", "float(value)"),
+    "int": (int, "int() of a Tensor", "int(value)"),
+    "complex": (complex, "complex() of a Tensor", "complex(value)"),
+    "bool": (bool, "`if`, `and`, `or`, `not` or bool()", "at.where(cond, a, b)"),
+    "if": (lambda t: 1 if t else 0, "`if`", "at.where"),
+    "np.asarray": (np.asarray, "np.asarray() / np.array() of a Tensor", "# a numpy array"),
+    "np.array of a list": (lambda t: np.array([t, t]), "np.asarray() / np.array()", "# a numpy array"),
+    "np.float64": (np.float64, "np.asarray() / np.array() of a Tensor", "# a numpy array"),
+    ".numpy()": (lambda t: t.numpy(), "Tensor.numpy()", "# a numpy array"),
+    ".item()": (lambda t: t.item(), "Tensor.item()", "value.item()"),
+    "operator.index": (__import__("operator").index, "a Tensor used as an integer", "range(int(value))"),
+    "range": (range, "a Tensor used as an integer", "range(int(value))"),
+    "a list index": (lambda t: [1, 2, 3][t], "a Tensor used as an integer", "range(int(value))"),
+    "f-string": (lambda t: f"{t:.3f}", 'formatting a Tensor as a number (f"{t:.3f}")', 'f"{value:.3f}"'),
+}
+
+
+@pytest.mark.parametrize("how", list(CONVERSIONS))
+def test_asking_for_numbers_explains_define_then_run(how: str) -> None:
+    convert, asked, then = CONVERSIONS[how]
+    x, loss = _loss_of_a_layer()
+    with pytest.raises(TypeError) as err:
+        convert(loss)
+    msg = str(err.value)
+    assert msg.startswith(asked), msg
+    assert "has no value yet (define-then-run)" in msg
+    assert f"node #{loss.node_id} (mean, shape ())" in msg and "test_tensor.py:" in msg
+    assert "loss = at.mean(at.nn.Linear(3, 2, name=\"lin\")(x) ** 2)" in msg  # the user's own line
+    assert 'value = at.run(tensor, {"x": ...})' in msg and then in msg
+    assert "the inputs it needs fed: x (4, 3)" in msg
+    assert "it also reads 2 parameters (lin.weight (3, 2), lin.bias (2,))" in msg and "trainer.run([tensor]" in msg
+
+
+def test_asking_an_input_for_numbers_and_what_still_works() -> None:
+    with at.Graph():
+        x = at.input("x", (3,))
+        y = x * 2.0
+    with pytest.raises(TypeError, match=r"node #0 \(input 'x', shape \(3,\)\)") as err:
+        float(x)
+    assert "parameter" not in str(err.value)
+    # a graph of constants only needs no feeds
+    with at.Graph():
+        c = at.constant(np.ones(2)) + 1.0
+    with pytest.raises(TypeError, match=r"value = at\.run\(tensor, \{\}\)"):
+        c.item()
+    # what is no conversion keeps working: the repr in text, numpy on the left, and the numbers after a run
+    assert f"{y}" == repr(y) and "{}".format(y) == repr(y)
+    assert isinstance(np.ones(3) * x, at.Tensor)
+    value = at.run(y, {x: np.arange(3.0)})
+    assert float(value[1]) == 2.0 and value.tolist() == [0.0, 2.0, 4.0]
