@@ -17,6 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import progress
+
 __all__ = ["Finding", "diagnose", "format_findings", "labextensions", "as_json", "installed_version"]
 
 #: the two JupyterLab/Notebook 7 frontend extensions the graph view needs, and the package that ships each
@@ -129,12 +131,16 @@ def diagnose() -> list[Finding]:
     """Every check, in the order a newcomer should fix them."""
     import asgteach
 
-    findings = [Finding("required", "python >= 3.11", sys.version_info >= (3, 11), platform.python_version(),
-                        "install Python 3.11 or newer"),
+    findings = [Finding("required", "python >= 3.10", sys.version_info >= (3, 10), platform.python_version(),
+                        "install Python 3.10 or newer (3.10 to 3.13 are tested)"),
                 Finding("required", "asgteach", True, f"{asgteach.__version__} at {Path(asgteach.__file__).parent}")]
-    for dist, why in (("numpy", "the reference backend"), ("scipy", "erf for the exact gelu"),
-                      ("tqdm", "progress bars"), ("safetensors", "saving weights"), ("matplotlib", "plots")):
+    needed = [("numpy", "the reference backend"), ("tqdm", "progress bars"), ("safetensors", "saving weights"),
+              ("matplotlib", "plots")]
+    if sys.version_info < (3, 11):  # 3.11 has tomllib in its standard library
+        needed.append(("tomli", "reads the explanations' TOML files"))
+    for dist, why in needed:
         findings.append(_package("required", dist, why, f"pip install {dist}"))
+    findings.append(Finding("optional", "progress display", True, progress.describe()))
     findings += _data_findings()
     findings.append(_package("lab", "ipywidgets", "the inspector and toolbar", "pip install 'ipywidgets>=8.1,<9'"))
     findings.append(_package("lab", "ipycytoscape", "the clickable graph", "pip install 'ipycytoscape==1.3.3'"))

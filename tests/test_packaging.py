@@ -84,6 +84,12 @@ def test_wheel_maps_shaders_and_lessons_into_the_package(wheel_names: set[str]) 
 
 
 @pytest.mark.slow
+def test_wheel_marks_the_package_as_typed(wheel_names: set[str]) -> None:
+    # PEP 561: with asgteach/py.typed installed, mypy and pyright read asgteach's own type hints
+    assert (ROOT / "asgteach" / "py.typed").is_file() and "asgteach/py.typed" in wheel_names
+
+
+@pytest.mark.slow
 def test_wheel_metadata(wheel: Path) -> None:
     meta = email.message_from_string(_dist_info(wheel, "METADATA"))
     assert meta["Name"] == "asgteach" and meta["Version"] == VERSION
