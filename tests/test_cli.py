@@ -133,8 +133,8 @@ def test_check_shows_a_progress_bar() -> None:
     proc = _run([ASGTEACH, "check", "--backend", "numpy", "--op", "add", "--op", "conv2d"],
                 env={"ASGTEACH_NO_PROGRESS": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # a bar over the ops, naming the one being checked (leave=False: it is cleared at the end)
-    assert re.search(r"checking ops: +0%\|.*\| 0/2 .*conv2d\]", proc.stderr), proc.stderr
+    # stderr is a pipe here, so plain progress lines (a terminal gets a tqdm bar: tests/test_progress.py)
+    assert re.search(r"^checking ops: 1/2 ops \(50%\), ", proc.stderr, re.M), proc.stderr
 
 
 @pytest.mark.slow
@@ -360,7 +360,8 @@ def test_gradcheck_progress_bar_only_for_long_checks(monkeypatch, capsys) -> Non
     rep = at.gradcheck(y, [x], {x: __import__("numpy").full((3, 4), 0.3)}, progress=True)
     assert rep.ok
     err = capsys.readouterr().err
-    assert re.search(r"gradcheck: +0%.*\| 0/25 ", err), err  # total: 1 backward run + 2 x 12 forward runs
+    # total: 1 backward run + 2 x 12 forward runs; pytest's captured stderr is no terminal: plain lines
+    assert re.search(r"^gradcheck: 3/25 runs \(12%\), ", err, re.M), err
 
 
 # --- Binder / JupyterHub ---------------------------------------------------------------------------
@@ -372,7 +373,7 @@ def test_binder_folder_follows_repo2docker_conventions() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     runtime = (binder / "runtime.txt").read_text().strip()
     assert re.fullmatch(r"python-3\.(\d+)", runtime) and int(runtime.split(".")[1]) >= 11, runtime
-    assert project["requires-python"] == ">=3.11"
+    assert project["requires-python"] == ">=3.10"
     apt = [line for line in (binder / "apt.txt").read_text().splitlines() if line and not line.startswith("#")]
     assert {"mesa-vulkan-drivers", "libvulkan1"} <= set(apt), apt
     post_build = (binder / "postBuild").read_text()

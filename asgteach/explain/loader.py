@@ -2,16 +2,22 @@
 
 Adding a language is adding a file: ``languages()`` lists whatever ``*.toml`` files sit
 next to this module, so nothing here names "en" or "ru" except the fallback language.
-Files are parsed once (``tomllib``, Python 3.11's standard TOML reader) and cached.
+Files are parsed once (``tomllib``, Python 3.11's standard TOML reader; on 3.10 the same parser from the
+``tomli`` package, a dependency there) and cached.
 """
 
 from __future__ import annotations
 
-import tomllib
+import sys
 import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
 
 __all__ = ["FALLBACK", "HERE", "languages", "table", "resolve_language", "language_name"]
 
