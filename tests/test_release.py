@@ -203,6 +203,7 @@ def test_release_script_builds_installs_and_runs_the_wheel(tmp_path: Path) -> No
     assert f"releasing asgteach {head_version} from commit" in out
     assert "PASSED" in out and "License-Expression MIT AND CC-BY-4.0" in out
     assert "OK: asgteach works here" in out and "(installed: " in out
+    assert "no scipy in the clean venv" in out   # the wheel installs without scipy (issue 26)
     # nbval makes one test of each code cell: every cell of every lesson ran from the installed copy
     assert f"running {len(head_lessons)} lesson(s) of the installed package under nbval" in out
     assert re.search(rf"^{code_cells} passed in ", out, re.M), f"expected {code_cells} code cells to pass under nbval"
