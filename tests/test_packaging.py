@@ -218,9 +218,14 @@ def test_readme_example_runs() -> None:
 
 
 def test_shell_scripts_parse() -> None:
-    for script in ("scripts/lab", "scripts/test", "scripts/setup", "scripts/run-notebooks", "scripts/env.sh",
-                   ".ci/run"):
-        proc = _run(["bash", "-n", str(ROOT / script)])
+    """Every bash script of scripts/ (found by its first line, so a new one is checked without editing this test)
+    and .ci/run parse."""
+    scripts = [p for p in sorted((ROOT / "scripts").iterdir())
+               if p.is_file() and (p.suffix == ".sh" or p.read_text(encoding="utf-8", errors="replace")
+                                   .startswith("#!/usr/bin/env bash"))]
+    assert {"lab", "test", "setup", "site", "release", "env.sh"} <= {p.name for p in scripts}, scripts
+    for script in [*scripts, ROOT / ".ci" / "run"]:
+        proc = _run(["bash", "-n", str(script)])
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
 
 
