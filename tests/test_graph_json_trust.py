@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.graph import MAX_RANK, GraphLoadError
+from asgteach.graph import GraphLoadError
+from asgteach.graph_json import MAX_RANK
 
 from wgpu_helpers import assert_close, require_adapter, run_both
 
