@@ -367,7 +367,10 @@ def test_gradcheck_progress_bar_only_for_long_checks(monkeypatch, capsys) -> Non
 # --- Binder / JupyterHub ---------------------------------------------------------------------------
 
 def test_binder_folder_follows_repo2docker_conventions() -> None:
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10: the same parser as the tomli package
+        import tomli as tomllib
 
     binder = ROOT / "binder"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

@@ -8,10 +8,14 @@ so this checks the keys and types the chart reads for what the class needs, and 
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:   # Python 3.10: the same parser as the tomli package
+    import tomli as tomllib
 
 yaml = pytest.importorskip("yaml")
 
