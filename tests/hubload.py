@@ -648,7 +648,16 @@ class Run:
         t = time.monotonic()
         self.hub.stop()
         self.hub.start()
-        after = {name: self.hub.server_pid(name) for name in before}
+        # A server counts as ready once the restarted hub has polled it; a busy one (re-running a lesson on two
+        # shared cores) may answer that poll a few seconds late, and then read as lost although its process
+        # ran on (CI failed so twice, each time on the server the fault had just restarted): ask for a while.
+        after: dict[str, int | None] = {}
+        patience = time.monotonic() + min(60.0, max(1.0, self.left() - 60))
+        while True:
+            after = {name: self.hub.server_pid(name) for name in before}
+            if all(after.values()) or time.monotonic() > patience:
+                break
+            time.sleep(2)
         kept = [n for n, pid in before.items() if after.get(n) == pid]
         proxy = ("the proxy kept running (same pid)" if proxy_before and self.hub.proxy_pid() == proxy_before
                  else f"the proxy did NOT survive (pid {proxy_before} -> {self.hub.proxy_pid()})")
