@@ -499,7 +499,7 @@ class Plan:
     def _check_ids(self, given: dict[int, Any]) -> None:
         """Row ids out of range are an error, as on numpy; a GPU kernel cannot raise, so check before running.
 
-        The ops that read ids say how many rows there are (``OpSpec.index_bound``). The ids they
+        The ops that read ids say how many rows there are (``OpSpec.gpu.index_bound``). The ids they
         read are fed, constant, or computed from those by integer ops only (``targets.reshape(-1)``,
         a slice, a concat): the last are computed here too, on the host, by a small numpy plan of
         their own (ids are small). Ids computed from floats (``argmax``) cannot be known before the
@@ -511,7 +511,7 @@ class Plan:
             nodes = self.graph.nodes
             self._id_bounds = []
             for n in self._indexing:
-                bound = spec(n.op).index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs)
+                bound = spec(n.op).gpu.index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs)
                 for i in n.inputs:
                     if nodes[i].dtype != "int" or not ids.host_ids(self.graph, i):
                         continue

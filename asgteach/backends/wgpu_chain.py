@@ -8,7 +8,7 @@ output). This module writes the kernel for one chain, from ``shaders/fused.wgsl`
   buffer read through its broadcast strides, or, for a scalar constant, a word of the
   uniform block;
 * the member nodes become ``let v0 = ...; let v1 = ...;`` in topological order, each a
-  call of the op's formula (its spec's ``wgsl_expr``, as ``wgpu_kernels.ew_function``
+  call of the op's formula (its spec's ``gpu.expr``, as ``wgpu_kernels.ew_function``
   writes it for the one-op kernel too) with its number attributes read from the uniform;
 * the root's value is written; so is every member that was asked for as an output of the
   plan (a *store*: an optimizer's new ``m`` and ``v`` are read by the parameter's update

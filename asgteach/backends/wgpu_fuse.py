@@ -314,7 +314,7 @@ def _shortcut_of(g: Graph, n: Node, order: dict[int, int]) -> tuple[str, tuple[i
         inputs = tuple(int(i) for i in mark["inputs"])
         attrs = {**op.attrs, **dict(mark.get("attrs", {}))}
         ready = [spec(g.nodes[i].op).leaf or order.get(i, len(order)) < order[n.id] for i in inputs]
-        if op.wgsl != "layer_norm" or not all(ready) \
+        if op.gpu.kernel != "layer_norm" or not all(ready) \
                 or op.infer(*(g.nodes[i].shape for i in inputs), **attrs) != n.shape or n.dtype != "float":
             return None
     except (KeyError, TypeError, ValueError):
@@ -383,7 +383,7 @@ def _responsible(nid: int, shortcuts: list[int]) -> int:
 
 
 def _fusable(n: Node) -> bool:
-    return n.size > 0 and (spec(n.op).wgsl == "elementwise" or (n.op == "broadcast_to" and n.dtype == "float"))
+    return n.size > 0 and (spec(n.op).gpu.kernel == "elementwise" or (n.op == "broadcast_to" and n.dtype == "float"))
 
 
 def _chain(root: int, members: list[int], outs: set[int]) -> Chain:

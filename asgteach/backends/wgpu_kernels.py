@@ -124,13 +124,13 @@ def _check_rank(node: Node, shape: list) -> None:
 
 
 # --- elementwise ---------------------------------------------------------------------------
-# An elementwise op brings its own formula: ``OpSpec.wgsl_expr``, one WGSL expression of its
+# An elementwise op brings its own formula: ``OpSpec.gpu.expr``, one WGSL expression of its
 # inputs (x; a, b; a, b, c) and of its number attributes by name. The kernel around it —
 # one thread per element, each input read through its broadcast strides — is the same for
 # every op, so a new op (a student's softsign) runs on the GPU with no change here.
 def ew_expr(node: Node) -> str:
     """The WGSL formula of an elementwise node (an op whose formula depends on an attribute computes it)."""
-    expr = spec(node.op).wgsl_expr
+    expr = spec(node.op).gpu.expr
     return expr(**node.attrs) if callable(expr) else str(expr)
 
 
@@ -200,8 +200,8 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
 
 
 # --- reductions ----------------------------------------------------------------------------
-# Which axes an op reduces is its spec's ``reduced_axes``; which kernel of reduce.wgsl does it is
-# ``wgsl_entry`` (default: the op's name). These entries may split a huge reduction in two stages:
+# Which axes an op reduces is its spec's ``gpu.reduced_axes``; which kernel of reduce.wgsl does it is
+# ``gpu.entry`` (default: the op's name). These entries may split a huge reduction in two stages:
 _SPLITTABLE = ("sum_wg", "mean_wg", "max_wg")
 _ADDING = ("sum_wg", "mean_wg")   # ... and these add, so a column pass (sum_cols) can feed them partial sums
 
@@ -225,7 +225,7 @@ def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
 def reduces_by_adding(node: Node) -> bool:
     """Does ``node`` run one of reduce.wgsl's adding kernels (sum, mean, sum_to), which can reduce a product?"""
     op = spec(node.op)
-    return op.wgsl == "reduce" and (op.wgsl_entry or node.op) + "_wg" in _ADDING
+    return op.gpu.kernel == "reduce" and (op.gpu.entry or node.op) + "_wg" in _ADDING
 
 
 @functools.lru_cache(maxsize=2)
@@ -250,9 +250,9 @@ def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> lis
     """``product``: (a, b) buffers when the reduced value is a * b, computed while reading (wgpu_fuse)."""
     (x,) = (g.nodes[i] for i in node.inputs)
     op = spec(node.op)
-    if op.reduced_axes is None:
+    if op.gpu.reduced_axes is None:
         raise UnsupportedOnGpu(f"op {node.op!r} uses the reduce kernels but its spec has no reduced_axes")
-    axes = tuple(op.reduced_axes(x.shape, **node.attrs))
+    axes = tuple(op.gpu.reduced_axes(x.shape, **node.attrs))
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
                               [s for i, s in enumerate(st) if i not in axes])
@@ -262,7 +262,7 @@ def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> lis
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     scale = 1.0 / n_red if n_red else math.nan   # mean and var divide by it (the mean of nothing is NaN)
     per_group = _per_group(n_out, n_red, ist)
-    base = op.wgsl_entry or node.op
+    base = op.gpu.entry or node.op
     entry = base + ("_wg" if per_group else "_t")
     src = family_source("reduce")
     scratch = -node.id - 1

@@ -70,7 +70,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             stand_in = Node(n.id, op, tuple(root(i) for i in inputs), attrs, n.shape, n.dtype, n.name, n.phase,
                             n.source)
             plus = root(fusion.resid[n.id]) if n.id in fusion.resid else None   # (+ r: wgpu_fuse._shortcut_sums)
-            ds = lower(graph, stand_in, spec(op).wgsl, tile, stores=fusion.provides.get(n.id), resid=plus)
+            ds = lower(graph, stand_in, spec(op).gpu.kernel, tile, stores=fusion.provides.get(n.id), resid=plus)
             reads[n.id] = list(stand_in.inputs) + ([plus] if plus is not None else [])
         elif n.id in fusion.chains:
             chain = fusion.chains[n.id]
@@ -98,7 +98,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             mat = root(fusion.mat[n.id]) if n.id in fusion.mat else None
             scale = float(np.asarray(graph.constants[fusion.scale[n.id]]).reshape(())) if n.id in fusion.scale else None
             reads[n.id] += [v for v in (bias, resid, mat) if v is not None]
-            ds = lower(graph, n, spec(n.op).wgsl, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid,
+            ds = lower(graph, n, spec(n.op).gpu.kernel, tile, ops, fusion.out_views.get(n.id), prod, bias, resid=resid,
                        mat=mat, scale=scale)
         dispatches.extend(ds)
         for d in ds if prefetch is not None else ():
@@ -166,7 +166,7 @@ def _lower(graph: Graph, outputs: list[int], node_ids: list[int], tile: Any, max
             prefetch(d.key, d.source, d.entry)
     unbound = {s for stages in partials.values() for s in stages}   # sums whose value no kernel writes now
     running = [n for n in compute if n.id not in fusion.skip and n.id not in fixed_values]
-    indexing = [n.id for n in running if spec(n.op).index_bound is not None and n.size]
+    indexing = [n.id for n in running if spec(n.op).gpu.index_bound is not None and n.size]
 
     # 2. memory plan: owned buffers (slots) for leaves/outputs, a liveness pool for the rest
     slot_sizes: list[int] = []

@@ -41,6 +41,7 @@ import re
 import unicodedata
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import wraps
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -89,11 +90,76 @@ def wgsl_input_names(arity: int) -> tuple[str, ...]:
     return ("x",) if arity == 1 else ("a", "b", "c", "d", "e", "f", "g")[:arity]
 
 
+@dataclass(frozen=True)
+class GPU:
+    """What the GPU backend needs to know about an op: which kernel runs it, and how.
+
+    ``kernel`` names the kernel family: a file in ``shaders/`` (``"reduce"``, ``"matmul"``).
+    An elementwise op gives ``expr`` instead: its formula as ONE WGSL expression of its
+    inputs (called ``x`` when there is one, ``a``, ``b`` when there are two, ``a, b, c`` for
+    three) and of its number attributes, each by its own name (``"f_softplus(x, beta)"``);
+    ``kernel`` is then ``"elementwise"``. A formula that depends on a non-number attribute is
+    a function of the attributes returning the expression (``gelu``'s ``approximate``).
+    ``entry`` names the kernel inside a family file when that is not the op's name (``mean``
+    is a sum scaled by 1/n: entry "mean" of reduce.wgsl). ``reduced_axes(shape, **attrs)``:
+    the axes a reduction removes (the reduce kernels are laid out by them).
+    ``index_bound(shapes, **attrs)``: for ops reading integer row ids, how many rows there
+    are: a kernel cannot raise, so the backend checks fed ids against it before running.
+    """
+
+    kernel: str | None = None
+    expr: str | Callable[..., str] | None = None
+    entry: str | None = None
+    reduced_axes: Callable[..., tuple[int, ...]] | None = None
+    index_bound: Callable[..., int] | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    """What the graph view needs to know to draw an op's nodes and edges.
+
+    ``broadcasts``: the op's inputs broadcast against each other (the view labels the
+    stretched edges; the sample builder gives such an op a row to stretch). ``glue``: the op
+    only moves or copies data (reshape, transpose, broadcast_to, sum_to: one input, no
+    arithmetic worth a node of its own), so the view may fold it into an edge label when its
+    "details" are off.
+    """
+
+    broadcasts: bool = False
+    glue: bool = False
+
+
+@dataclass(frozen=True)
+class Tools:
+    """What the tools around an op ask about it; none of it changes what the op computes.
+
+    ``sample(b)``: builds a small graph whose output is this op, from the sample builder
+    ``b`` (``asgteach.opsamples.SampleInputs``): ``asgteach check`` and the tests use it;
+    without one a sample is derived from the category and arity. ``nan_hint``: why this op
+    can produce a NaN and what to do (the backends' NaN error says it). ``weight_init``: for
+    activations, the initialiser ``nn`` gives the weights feeding them (Kaiming for
+    relu-like ones; Xavier when not said).
+    """
+
+    sample: Callable[[Any], Tensor] | None = None
+    nan_hint: str | None = None
+    weight_init: str | None = None
+
+
+#: the flat keywords OpSpec had before the per-layer records, and what to write now
+MOVED = {
+    "wgsl": ("gpu", "kernel"), "wgsl_expr": ("gpu", "expr"), "wgsl_entry": ("gpu", "entry"),
+    "reduced_axes": ("gpu", "reduced_axes"), "index_bound": ("gpu", "index_bound"),
+    "broadcasts": ("view", "broadcasts"), "glue": ("view", "glue"),
+    "sample": ("tools", "sample"), "nan_hint": ("tools", "nan_hint"), "weight_init": ("tools", "weight_init"),
+}
+
+
 @dataclass
 class OpSpec:
     """Everything about one op. Give the parts by keyword; only the first five are needed.
 
-    The op itself:
+    What the op means:
         name, category (one of :data:`CATEGORIES`: the colour of its nodes), ``arity`` (the
         number of tensor inputs; None: any number, as for ``concat``), ``infer(*shapes,
         **attrs) -> shape``, ``numpy(*arrays, **attrs) -> array`` and ``attrs`` (the static
@@ -108,32 +174,16 @@ class OpSpec:
     Element kinds:
         ``input_kinds``: the kind each input must hold ("float", "int" or "any");
         ``out_kind``: the kind of the result ("same": that of the inputs).
-    Its GPU kernel:
-        ``wgsl`` names the kernel family (a file in ``shaders/``). An elementwise op gives
-        ``wgsl_expr`` instead: its formula as ONE WGSL expression of its inputs (called
-        ``x`` when there is one, ``a``, ``b`` when there are two, ``a, b, c`` for three) and
-        of its number attributes, each by its own name (``"f_softplus(x, beta)"``). A
-        formula that depends on a non-number attribute is a function of the attributes
-        returning the expression (``gelu``'s ``approximate``). ``wgsl_entry`` names the
-        kernel inside a family file when that is not the op's name (``mean`` is a sum
-        scaled by 1/n: entry "mean" of reduce.wgsl).
-    What the tools ask about it:
+    How it is told:
         ``explain``: ``{"en": {"headline", "what", "formula", "vjp", "why", "pitfalls"},
         "ru": {...}}``, what the inspector shows (LaTeX in ``formula`` and ``vjp``).
-        ``sample(b)``: builds a small graph whose output is this op, from the sample
-        builder ``b`` (``asgteach.opsamples.SampleInputs``): ``asgteach check`` and the
-        tests use it; without one a sample is derived from the category and arity.
-        ``nan_hint``: why this op can produce a NaN and what to do (the numpy backend's
-        NaN error says it). ``broadcasts``: the inputs broadcast against each other (the
-        graph view labels stretched edges). ``reduced_axes(shape, **attrs)``: the axes a
-        reduction removes. ``index_bound(shapes, **attrs)``: for ops reading integer row
-        ids, how many rows there are (the GPU backend checks fed ids against it: a kernel
-        cannot raise). ``weight_init``: for activations, the initialiser of the weights
-        feeding them (Kaiming for relu-like ones). ``glue``: the op only moves or copies
-        data (reshape, transpose, broadcast_to, sum_to: one input, no arithmetic worth a
-        node of its own), so the graph view may fold it into an edge label when its
-        "details" are off. ``doc``: one line (default: the English headline). ``leaf``:
-        input, parameter and constant only.
+        ``doc``: one line (default: the English headline). ``leaf``: input, parameter and
+        constant only.
+    What each layer needs on top, one small record per layer (all optional):
+        ``gpu=GPU(expr="x / (1.0 + abs(x))")`` the GPU backend's kernel (:class:`GPU`);
+        ``view=View(broadcasts=True)`` the graph view's hints (:class:`View`);
+        ``tools=Tools(sample=..., nan_hint=..., weight_init=...)`` what ``asgteach check``,
+        the NaN errors and ``nn`` ask about it (:class:`Tools`).
 
     Positional order is kept for old code (``OpSpec("neg", "arithmetic", 1, infer, np.negative)``);
     new fields are only ever added at the end.
@@ -152,23 +202,16 @@ class OpSpec:
     input_kinds: tuple[str, ...] | str = "float"
     out_kind: str = "float"
     attrs: dict[str, Any] = field(default_factory=dict)
-    wgsl: str | None = None
     leaf: bool = False
     doc: str = ""
-    wgsl_expr: str | Callable[..., str] | None = None
-    wgsl_entry: str | None = None
     explain: dict[str, dict[str, str]] | None = None
-    sample: Callable[[Any], Tensor] | None = None
-    nan_hint: str | None = None
-    broadcasts: bool = False
-    reduced_axes: Callable[..., tuple[int, ...]] | None = None
-    index_bound: Callable[..., int] | None = None
-    weight_init: str | None = None
-    glue: bool = False
+    gpu: GPU = field(default_factory=GPU)
+    view: View = field(default_factory=View)
+    tools: Tools = field(default_factory=Tools)
 
     def __post_init__(self) -> None:
-        if self.wgsl_expr is not None and self.wgsl is None:
-            self.wgsl = "elementwise"   # a formula IS an elementwise kernel
+        if self.gpu.expr is not None and self.gpu.kernel is None:
+            self.gpu = replace(self.gpu, kernel="elementwise")   # a formula IS an elementwise kernel
         if not self.doc and self.explain:
             english = self.explain.get("en") or next(iter(self.explain.values()), {})
             self.doc = str(english.get("headline", ""))
@@ -186,6 +229,27 @@ class OpSpec:
         if self.zero_gradient is not None:
             return False
         return True if self.diff_inputs is None else self.diff_inputs[i]
+
+
+_dataclass_init = OpSpec.__init__
+
+
+@wraps(_dataclass_init)
+def _init(self: OpSpec, *args: Any, **kwargs: Any) -> None:
+    """OpSpec's own ``__init__``: moved flat keywords go into their records (TRANSITIONAL)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for old in [k for k in kwargs if k in MOVED]:
+        record, name = MOVED[old]
+        groups.setdefault(record, {})[name] = kwargs.pop(old)
+    for record, values in groups.items():
+        kwargs[record] = replace(kwargs.get(record) or _RECORDS[record](), **values)
+    _dataclass_init(self, *args, **kwargs)
+
+
+OpSpec.__init__ = _init  # type: ignore[method-assign]
+_RECORDS = {"gpu": GPU, "view": View, "tools": Tools}
+for _old, (_record, _name) in MOVED.items():   # TRANSITIONAL: old reads, until every reader is moved
+    setattr(OpSpec, _old, property(lambda self, r=_record, n=_name: getattr(getattr(self, r), n)))
 
 
 @dataclass(frozen=True)
