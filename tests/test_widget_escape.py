@@ -1,12 +1,13 @@
 """User text never becomes markup or maths in the views (issue 11, section 6: injection).
 
-JupyterLab typesets the inspector (an HTMLMath widget) and ``text/html`` outputs with MathJax,
-with every TeX package loaded (``\\href`` included) and ``$``, ``\\(``, ``\\[`` and ``\\begin``
-as delimiters. A name that reaches a typeset region is typeset: ``$\\href{javascript:...}{x}$``
-becomes a link. These tests build a graph in which every piece of user text is hostile (node
-and parameter names, layer names, a user-registered op's name, a constant's label, the source
-file and line, attribute values) and walk every page the views produce, in every language,
-checking that:
+JupyterLab typesets ``text/html`` outputs with MathJax, with every TeX package loaded
+(``\\href`` included) and ``$``, ``\\(``, ``\\[`` and ``\\begin`` as delimiters; the graph view's
+inspector typesets only its own formula boxes (``.asg-math``, with KaTeX, trust off), but its
+HTML keeps to the same rules, so that it stays safe wherever it is shown. A name that reaches a
+typeset region is typeset: ``$\\href{javascript:...}{x}$`` becomes a link. These tests build
+a graph in which every piece of user text is hostile (node and parameter names, layer names, a
+user-registered op's name, a constant's label, the source file and line, attribute values) and
+walk every page the views produce, in every language, checking that:
 
 * no tag or attribute came from a name (no ``<img onerror>``, no ``<a href=javascript:>``);
 * every text outside the regions MathJax skips (``class="mathjax_ignore"``, ``<code>``) is free
@@ -168,7 +169,7 @@ def test_every_inspector_page_keeps_hostile_names_literal(hostile, lang: str) ->
     seen: set[str] = set()
     for i in view.scope.ids:
         view.click(f"n{i}")
-        w = check_page(view.inspector.value, f"{lang} inspector #{i} {g.nodes[i].op}")
+        w = check_page(view.canvas.inspector_html, f"{lang} inspector #{i} {g.nodes[i].op}")
         assert g.nodes[i].name in w.shown(), f"#{i}: the name is not shown as typed"
         seen |= w.sections
     # every section a node page has was walked, with the user's text in it where it belongs
@@ -176,41 +177,41 @@ def test_every_inspector_page_keeps_hostile_names_literal(hostile, lang: str) ->
             "asg-local", "asg-bnote"} <= seen, seen
     pid = next(n.id for n in g.nodes if n.name == PAREN)
     view.click(f"n{pid}")
-    w = check_page(view.inspector.value, "role")
+    w = check_page(view.canvas.inspector_html, "role")
     role = "".join(d for s, d in w.skipped if s == "asg-role")
     assert PAREN in role and IMG in role, "the role text names the parameter and its layer"
     tanh = next(n.id for n in g.nodes if n.op == "tanh")
     view.click(f"n{tanh}")
-    tech = "".join(d for s, d in check_page(view.inspector.value, "tech").skipped if s == "asg-tech")
+    tech = "".join(d for s, d in check_page(view.canvas.inspector_html, "tech").skipped if s == "asg-tech")
     assert r"$\(f\)$.py" in tech and f'y = "{HREF} {IMG}"' in tech  # file and line
     op_node = next(n.id for n in g.nodes if n.op == OP)
     view.click(f"n{op_node}")
-    w = check_page(view.inspector.value, "user op")
+    w = check_page(view.canvas.inspector_html, "user op")
     assert OP in "".join(d for s, d in w.skipped if s is None)  # no record: the title is its name
     assert f"label={HREF}" in "".join(d for s, d in w.skipped if s == "asg-tech")  # attribute values
     local = next(n.id for n in g.nodes if n.op == "matmul")
     view.click(f"n{local}")
-    assert HREF in "".join(d for s, d in check_page(view.inspector.value, "local").skipped if s == "asg-local")
+    assert HREF in "".join(d for s, d in check_page(view.canvas.inspector_html, "local").skipped if s == "asg-local")
 
     # the step-through pages and the status line
     assert view.steps
     for k in range(len(view.steps)):
         view.step(+1)
-        check_page(view.inspector.value, f"{lang} step {k + 1}")
-        check_page(view.status.value, f"{lang} status {k + 1}")
+        check_page(view.canvas.inspector_html, f"{lang} step {k + 1}")
+        check_page(view.canvas.status_html, f"{lang} status {k + 1}")
     assert any("asg-math" in view.step_html(k) for k in range(len(view.steps))), "a fan-out sum was shown"
     # the layer groups (named by the user), open and closed
     for name in view.groups:
         for _ in range(2):
             view.click(f"g:{name}")
-            w = check_page(view.inspector.value, f"{lang} group {name}")
+            w = check_page(view.canvas.inspector_html, f"{lang} group {name}")
             assert name in w.shown()
     view.reset()
-    check_page(view.inspector.value, "empty")
-    check_page(view.legend.value, "legend")
+    check_page(view.canvas.inspector_html, "empty")
+    check_page(view.canvas.legend_html, "legend")
     view.selected = f"n{tanh}"
     view.show_wgsl()
-    check_page(view.wgsl_out.value or "<div></div>", "wgsl")
+    check_page(view.canvas.wgsl_html or "<div></div>", "wgsl")
 
 
 def test_graph_elements_carry_no_html(hostile) -> None:

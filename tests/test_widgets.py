@@ -176,36 +176,87 @@ def test_hostile_names_are_escaped_everywhere():
     assert HOSTILE not in static_html(y)
 
 
+def _drawn(view) -> dict[str, set[str]]:
+    """What the browser is told to draw: element id -> its classes (static and highlighted)."""
+    lit = view.canvas.highlights
+    return {e["data"]["id"]: set(e["classes"].split()) | set(lit.get(e["data"]["id"], "").split())
+            for e in view.canvas.elements}
+
+
+def _node_ids(view) -> set[str]:
+    return {e["data"]["id"] for e in view.canvas.elements if e["group"] == "nodes"}
+
+
+def _press(view, kind: str, value=None) -> None:
+    """What the browser sends when the reader clicks something (the canvas's `event` traitlet)."""
+    seq = (view.canvas.event or {}).get("seq", 0) + 1
+    view.canvas.event = {"type": kind, "value": value, "seq": seq}
+
+
 def test_graphview_state_machine_without_a_browser():
     g, x, h, loss, params, feeds = _mlp()
     from asgteach.widgets.view import GraphView
 
     view = GraphView(loss, feeds=feeds)
     assert view.mode == "both" and view.expanded is None
-    ids = lambda: {w.data["key"] for w in view.cyto.graph.nodes}  # noqa: E731
-    # what the browser is told to draw: element key -> its classes
-    drawn = lambda: {w.data["key"]: set(w.classes.split())  # noqa: E731
-                     for w in [*view.cyto.graph.nodes, *view.cyto.graph.edges]}
-    assert f"n{params[0].node_id}" in ids()
-    view.click(f"n{params[0].node_id}")
-    assert "selected" in drawn()[f"n{params[0].node_id}"]
-    assert "mlp.0.weight" in view.inspector.value
-    view.click("g:mlp")  # all open -> close this one
-    assert "g:mlp" in ids() and f"n{params[0].node_id}" not in ids()
+    assert f"n{params[0].node_id}" in _node_ids(view)
+    _press(view, "click", f"n{params[0].node_id}")  # as the browser reports a tap on the node
+    assert "selected" in _drawn(view)[f"n{params[0].node_id}"]
+    assert "mlp.0.weight" in view.canvas.inspector_html
+    _press(view, "click", "g:mlp")  # all open -> close this one
+    assert "g:mlp" in _node_ids(view) and f"n{params[0].node_id}" not in _node_ids(view)
     view.click("g:mlp")
-    assert f"n{params[0].node_id}" not in ids() and "g:mlp.0" in ids()
-    view.set_mode("forward")
-    assert all(g.nodes[w.data["nid"]].phase == "forward" for w in view.cyto.graph.nodes if "nid" in w.data)
-    s = view.step()
+    assert f"n{params[0].node_id}" not in _node_ids(view) and "g:mlp.0" in _node_ids(view)
+    _press(view, "mode", "forward")
+    assert view.canvas.toolbar["mode"] == "forward"
+    assert all(g.nodes[e["data"]["nid"]].phase == "forward" for e in view.canvas.elements if "nid" in e["data"])
+    _press(view, "step", 1)
+    s = view.steps[view.step_index]
     assert view.mode == "both" and s.node == loss.node_id
-    assert "step-current" in drawn()[view.rep_of(loss.node_id)]
-    view.set_lang("ru")
-    assert view.mode == "both" and "Шаг 1" in view.inspector.value and view.fit_button.description == "Вписать"
-    before = view.cyto.layout.height
+    assert "step-current" in _drawn(view)[view.rep_of(loss.node_id)]
+    assert view.canvas.status_html.count("Step 1 of") == 1
+    _press(view, "lang", "ru")
+    assert view.mode == "both" and "Шаг 1" in view.canvas.inspector_html
+    assert view.canvas.toolbar["words"]["fit"] == "Вписать" and view.canvas.toolbar["lang"] == "ru"
+    before = view.canvas.fit_seq
     view.fit()
-    assert view.cyto.layout.height != before
-    view.reset()
-    assert not any("step-current" in classes for classes in drawn().values())
+    assert view.canvas.fit_seq == before + 1
+    _press(view, "reset")
+    assert not any("step-current" in classes for classes in _drawn(view).values())
+    assert view.canvas.status_html == ""
+
+
+def test_a_rebuild_is_one_message_of_plain_data():
+    """The whole graph goes to the browser as ONE change of one traitlet (not a widget per element)."""
+    import json
+
+    g, x, h, loss, params, feeds = _mlp()
+    from asgteach.widgets.view import GraphView
+
+    view = GraphView(loss, feeds=feeds)
+    changes = []
+    view.canvas.observe(lambda ch: changes.append(ch["name"]), names=["elements", "highlights"])
+    view.set_details(True)
+    assert changes.count("elements") == 1
+    els = view.canvas.elements
+    json.dumps(els)  # plain JSON: what the comm message carries
+    nodes = [e for e in els if e["group"] == "nodes" and e["data"]["kind"] != "compound"]
+    assert nodes and all(set(e["position"]) == {"x", "y"} for e in nodes), "positions come from layout.py"
+    changes.clear()
+    view.click(nodes[0]["data"]["id"])
+    assert changes == ["highlights"], "a click sends the highlights and the inspector, never the graph again"
+
+
+def test_the_browser_module_is_bundled_and_loads_nothing_from_elsewhere():
+    from asgteach.widgets.canvas import BUNDLE, GraphCanvas
+
+    src = BUNDLE.read_text(encoding="utf-8")
+    assert len(src) > 100_000 and "export" in src, "cytoscape.js and KaTeX are inside the module"
+    assert "cytoscape" in src.lower() and "katex" in src.lower()
+    # no CDN at run time: no import of a URL, no fetch of a script or a font
+    assert not re.search(r"""(import\s*\(?\s*["']https?:|from\s*["']https?:)""", src)
+    assert "cdn.jsdelivr" not in src and "unpkg.com" not in src and "esm.sh" not in src
+    assert GraphCanvas().get_state()["_esm"] == src, "the widget sends the bundled module"
 
 
 def test_large_graph_starts_collapsed():
@@ -221,19 +272,17 @@ def test_large_graph_starts_collapsed():
     view = GraphView(loss)
     assert len(E.scope_of(loss).ids) > 1000
     assert view.expanded == set()
-    assert len(view.cyto.graph.nodes) < 30
+    assert len(_node_ids(view)) < 30
     full = E.build_elements(E.scope_of(loss), "both", None)
     assert len([e for e in full if e["group"] == "nodes"]) > E.BOX_LIMIT
     assert not any(e["classes"] == "compound" or "parent" in e["data"] for e in full), \
-        "no layer boxes on huge views: dagre's compound layout would freeze the browser"
+        "no layer boxes on huge views: they would cost the layout and stop helping the eye"
     view.click("g:block1")
-    keys = {w.data["key"] for w in view.cyto.graph.nodes}
-    assert "g:block1.attn" in keys
-    # cytoscape ids are new in every rebuild (the frontend removes old elements late)
-    assert all(w.data["id"] != w.data["key"] and w.data["id"].startswith(w.data["key"] + "|")
-               for w in view.cyto.graph.nodes)
-    edge = view.cyto.graph.edges[0].data
-    assert edge["source"].endswith("|2") and edge["target"].endswith("|2")
+    assert "g:block1.attn" in _node_ids(view)
+    # every edge joins two drawn nodes (the browser adds them all in one batch)
+    ids = _node_ids(view)
+    assert all(e["data"]["source"] in ids and e["data"]["target"] in ids
+               for e in view.canvas.elements if e["group"] == "edges")
 
 
 def test_static_html_is_svg_with_legend():
@@ -362,8 +411,8 @@ def test_glue_comes_from_the_registry_and_folds_into_edges():
     for i in hidden:
         n = g.nodes[i]
         spec = REGISTRY[n.op]
-        assert spec.glue or (spec.category == "constant" and n.size == 1) or "seed_of" in n.meta
-    assert {g.nodes[i].op for i in hidden} & {s for s, spec in REGISTRY.items() if spec.glue}
+        assert spec.view.glue or (spec.category == "constant" and n.size == 1) or "seed_of" in n.meta
+    assert {g.nodes[i].op for i in hidden} & {s for s, spec in REGISTRY.items() if spec.view.glue}
     folded = [e for e in lean if e["group"] == "edges" and e["data"].get("folded")]
     assert folded and all(set(e["data"]["folded"]) <= hidden for e in folded)
     assert all(g.nodes[e["data"]["folded"][0]].op in e["data"]["label"] for e in folded)
@@ -428,44 +477,42 @@ def test_layout_of_a_lesson_graph_fits_a_laptop_cell_at_full_size():
 
 
 def test_view_sizes_its_canvas_and_keeps_labels_legible():
-    pytest.importorskip("ipycytoscape")
     from asgteach.widgets.view import LEGIBLE_PX, MAX_HEIGHT, PRESENT_PX, GraphView, canvas_height
 
     g, x, h, loss, params, feeds = _mlp()
     v = GraphView(loss)
-    assert v.details is False and v.cyto.cytoscape_layout["name"] == "preset"
-    assert v.cyto.min_zoom * v.font_px == pytest.approx(LEGIBLE_PX)
-    nodes = [w for w in v._element_widgets.values() if w.data.get("kind") == "node"]
-    assert all(w.position for w in nodes), "every node is placed by the mirror layout"
-    assert v.cyto.layout.height == f"{canvas_height(v.layout.height, 1.0, 2)}px"
+    assert v.details is False and v.canvas.toolbar["details"] is False
+    assert v.canvas.min_zoom * v.font_px == pytest.approx(LEGIBLE_PX)
+    nodes = [e for e in v.canvas.elements if e["data"].get("kind") == "node"]
+    assert nodes and all(e["position"] for e in nodes), "every node is placed by the mirror layout"
+    assert v.canvas.height == f"{canvas_height(v.layout.height, 1.0, 2)}px"
     assert canvas_height(10_000) == MAX_HEIGHT
-    n_before = len(v._elements)
-    v.set_details(True)
-    assert len(v._elements) > n_before and v.details_button.value is True
-    v.set_present(True)
-    assert v.cyto.min_zoom * v.font_px == pytest.approx(PRESENT_PX)
+    n_before = len(v.canvas.elements)
+    _press(v, "details", True)
+    assert len(v.canvas.elements) > n_before and v.canvas.toolbar["details"] is True
+    _press(v, "present", True)
+    assert v.canvas.min_zoom * v.font_px == pytest.approx(PRESENT_PX) and v.canvas.toolbar["present"] is True
+    assert {r["selector"]: r["style"] for r in v.canvas.style}["node"]["font-size"] == pytest.approx(1.6 * 12)
     v.step(1)
     v.step(1)
-    lit = {k for k, w in v._element_widgets.items() if "step-mirror" in w.classes.split()}
-    cur = {k for k, w in v._element_widgets.items() if "step-current" in w.classes.split()}
+    lit = {k for k, c in v.canvas.highlights.items() if "step-mirror" in c.split()}
+    cur = {k for k, c in v.canvas.highlights.items() if "step-current" in c.split()}
     assert len(lit) == 1 and len(cur) == 1
     assert v.graph.nodes[int(next(iter(lit))[1:])].phase == "backward"
 
 
 def test_folded_edge_inspector_explains_the_hidden_op():
-    pytest.importorskip("ipycytoscape")
     from asgteach.widgets.view import GraphView
 
     g, x, h, loss, params, feeds = _mlp()
     v = GraphView(loss)
-    edge = next(e for e in v._elements if e["data"].get("folded"))
-    v.click(edge["data"]["id"])
+    edge = next(e for e in v.canvas.elements if e["data"].get("folded"))
+    _press(v, "click", edge["data"]["id"])
     hidden = g.nodes[edge["data"]["folded"][0]]
-    assert "only move data" in v.inspector.value and f'data-node="{hidden.id}"' in v.inspector.value
+    assert "only move data" in v.canvas.inspector_html and f'data-node="{hidden.id}"' in v.canvas.inspector_html
 
 
 def test_expand_all_over_500_nodes_warns_with_count_and_estimate_first():
-    pytest.importorskip("ipycytoscape")
     from asgteach.widgets.view import GraphView
 
     with at.Graph() as g:
@@ -476,12 +523,13 @@ def test_expand_all_over_500_nodes_warns_with_count_and_estimate_first():
         loss = at.mean(out * out)
         at.grad(loss, [at.Tensor(g, p.id) for p in g.parameters()])
     v = GraphView(loss)
-    small = len(v._elements)
+    small = len(v.canvas.elements)
     assert v.expanded == set() and small < 120
     n, m, secs = v.expand_all_cost()
-    assert n > 500 and secs > 5
-    v.toggle_all()
-    assert len(v._elements) == small, "the first press only warns"
-    assert f"{n:,}" in v.status.value and f"{secs:.0f}" in v.status.value
-    v.toggle_all()
-    assert v.expanded is None and len(v._elements) > 500
+    assert n > 500 and secs > 0
+    _press(v, "expand")
+    assert len(v.canvas.elements) == small, "the first press only warns"
+    assert f"{n:,}" in v.canvas.status_html and f"{secs:.1f}" in v.canvas.status_html
+    _press(v, "expand")
+    assert v.expanded is None and len(v.canvas.elements) > 500
+    assert v.canvas.toolbar["expand_label"] == "Collapse layers"

@@ -1,6 +1,6 @@
-"""GraphView: the interactive graph (ipycytoscape), its toolbar and the Node Inspector.
+"""GraphView: the interactive graph (cytoscape.js in an anywidget), its toolbar and the Node Inspector.
 
-Layout of the widget::
+Layout of the widget (all of it one :class:`~asgteach.widgets.canvas.GraphCanvas`)::
 
     [Fit] [forward|backward|both] [EN|RU] [◂] [Step backward ▸] [Reset] [Expand all] [Details] [Present] [WGSL]
     +-----------------------------------------------------------+----------------------+
@@ -15,15 +15,11 @@ the left, the backward graph mirrored on the right, each gradient at its node's 
 canvas is sized so that labels render at >= 11 CSS px (18 in presentation mode) when all
 nodes fit; its zoom never goes below that (a bigger graph pans instead of shrinking).
 
-The Python side holds all state (mode, open groups, details, selection, step); the browser
-only draws. Two quirks of ipycytoscape 1.3.3 shape the code:
-
-* it does not fit the graph into its box on first paint (the box has no size yet when the
-  layout runs), so the view asks the browser to resize-and-fit shortly after it is shown
-  and whenever *Fit* is pressed (a 1px change of the widget's height triggers exactly
-  ``cy.resize(); cy.fit()`` in its frontend);
-* element widgets cannot be reused after being taken out of the graph (their "removed"
-  flag stays set), so every rebuild makes fresh element widgets and closes the old ones.
+The Python side holds all state (mode, open groups, details, selection, step) and makes all
+the HTML; the browser only draws. A rebuild sends the whole element list, positions included,
+as one traitlet change; a click or a step sends only the changed highlight classes and the
+inspector's HTML. Why one widget and not ipywidgets buttons around a canvas: marimo draws
+anywidgets but not ipywidgets, and one model is one thing to load in every front-end.
 """
 
 from __future__ import annotations
@@ -52,10 +48,13 @@ LEGIBLE_PX, PRESENT_PX = 11.0, 18.0
 MIN_HEIGHT, MAX_HEIGHT = 240, 960
 #: Space around the drawing inside the canvas (px), as the layout's fit leaves it.
 FIT_PADDING = 16
-#: "Expand all" over this many nodes asks first: ipycytoscape builds one widget per element.
+#: "Expand all" over this many nodes asks first (a graph that big pans a long way).
 EXPAND_WARN_AT = 500
-#: Measured cost of one drawn element (node or edge) in JupyterLab + Chromium, seconds.
-SECONDS_PER_ELEMENT = 0.012
+#: Measured cost of one drawn element (node or edge) in JupyterLab + Chromium, seconds
+#: (bench/widget_paint.py: the 1,015-node graph, kernel and browser together).
+SECONDS_PER_ELEMENT = 0.0005
+#: Toolbar words, by the key of their button.
+_WORDS = ("fit", "step_back", "step", "reset", "details", "present", "wgsl")
 
 
 def canvas_height(layout_height: float, zoom: float = 1.0, boxes: int = 0) -> int:
@@ -86,8 +85,11 @@ def _wgpu_plan_shader(graph: Any, node_id: int) -> str:
 class GraphView:
     """An interactive view of a graph: click nodes, switch passes, step through backward.
 
-    Build it with :func:`asgteach.show`. ``view.widget`` is the ipywidgets box; the view
-    displays itself in a notebook (``_ipython_display_``).
+    Build it with :func:`asgteach.show`. ``view.widget`` (also ``view.canvas``) is the one
+    anywidget the browser draws; the view displays itself in Jupyter (``_repr_mimebundle_``)
+    and in marimo (``_display_``). What the browser shows is readable from Python:
+    ``view.canvas.elements``, ``.highlights``, ``.inspector_html``, ``.status_html``,
+    ``.legend_html``, ``.toolbar``.
     """
 
     def __init__(
@@ -103,9 +105,7 @@ class GraphView:
         present: bool = False,
         details: bool | None = None,
     ) -> None:
-        import ipycytoscape
-        import ipywidgets as w
-
+        from .canvas import GraphCanvas
         from .values import compute_values, resolve_values
 
         self.scope: Scope = scope_of(target)
@@ -123,8 +123,8 @@ class GraphView:
         self.details = details if details is not None else n_drawn > COLLAPSE_AT
         self.present = bool(present)
         self._fixed_height = height
-        self._shown = False
         self._expand_asked = False
+        self.wgsl_available = False
 
         vals = resolve_values(g, values)
         if feeds is not None or trainer is not None:
@@ -138,75 +138,14 @@ class GraphView:
         self.data = InspectorData(g, vals, grads, senders)
         self.step_index = -1
         self.selected: str | None = None
-        self._element_widgets: dict[str, Any] = {}
-        self._generation = 0
         self._elements: list[dict] = []
+        self._drawn_ids: set[str] = set()
 
-        self._height = height or f"{MIN_HEIGHT}px"
-        self.cyto = ipycytoscape.CytoscapeWidget(layout=w.Layout(height=self._height, width="100%"))
-        self.cyto.set_style(cytoscape_style(self.present, FONT_PX))
-        # positions come from .layout (forward left, gradients mirrored right); "preset" draws them as given
-        self.cyto.cytoscape_layout = {"name": "preset", "fit": True, "padding": FIT_PADDING, "animate": False}
-        self._set_zoom_limits()
-        self.cyto.on("node", "click", self._on_click)
-        self.cyto.on("edge", "click", self._on_click)
-        self.inspector = w.HTMLMath(value=empty_html(self.lang), layout=w.Layout(
-            flex="1 1 340px", min_width="300px", max_width="640px", max_height=self._height, overflow="auto",
-            padding="0 8px"))
-        self.inspector.add_class("asg-inspector-panel")
-
-        self.fit_button = w.Button(description=t("fit", self.lang), layout=w.Layout(width="auto"))
-        self.mode_buttons = w.ToggleButtons(options=[(t(m, self.lang), m) for m in MODES], value=self.mode,
-                                            style={"button_width": "auto"})
-        self.lang_buttons = w.ToggleButtons(options=[(c.upper(), c) for c in LANGS], value=self.lang,
-                                            style={"button_width": "auto"})
-        self.step_button = w.Button(description=t("step", self.lang), layout=w.Layout(width="auto"),
-                                    disabled=not self.steps)
-        self.step_back_button = w.Button(description=t("step_back", self.lang), layout=w.Layout(width="auto"),
-                                         disabled=not self.steps)
-        self.reset_button = w.Button(description=t("reset", self.lang), layout=w.Layout(width="auto"))
-        self.expand_button = w.Button(description=t("expand_all", self.lang), layout=w.Layout(width="auto"),
-                                      disabled=not self.groups)
-        self.details_button = w.ToggleButton(value=self.details, description=t("details", self.lang),
-                                             layout=w.Layout(width="auto"))
-        self.present_button = w.ToggleButton(value=self.present, description=t("present", self.lang),
-                                             layout=w.Layout(width="auto"))
-        self.wgsl_button = w.Button(description=t("wgsl", self.lang), layout=w.Layout(width="auto", display="none"))
-        self.status = w.HTML(value="")
-        for b, cls in ((self.fit_button, "asg-fit"), (self.mode_buttons, "asg-mode"), (self.lang_buttons, "asg-lang"),
-                       (self.step_button, "asg-step"), (self.step_back_button, "asg-step-back"),
-                       (self.reset_button, "asg-reset"), (self.expand_button, "asg-expand"),
-                       (self.details_button, "asg-details"), (self.present_button, "asg-present"),
-                       (self.wgsl_button, "asg-wgsl"), (self.status, "asg-status")):
-            b.add_class(cls)
-        self.fit_button.on_click(lambda _: self.fit())
-        self._relabelling = False
-        self.mode_buttons.observe(self._on_mode_button, names="value")
-        self.lang_buttons.observe(lambda ch: self.set_lang(ch["new"]), names="value")
-        self.step_button.on_click(lambda _: self.step(+1))
-        self.step_back_button.on_click(lambda _: self.step(-1))
-        self.reset_button.on_click(lambda _: self.reset())
-        self.expand_button.on_click(lambda _: self.toggle_all())
-        self.details_button.observe(lambda ch: self.set_details(ch["new"]), names="value")
-        self.present_button.observe(lambda ch: self.set_present(ch["new"]), names="value")
-        self.wgsl_button.on_click(lambda _: self.show_wgsl())
-        self.legend = w.HTML(value="")
-        self.wgsl_out = w.HTML(value="")
-        toolbar = w.HBox([self.fit_button, self.mode_buttons, self.lang_buttons, self.step_back_button,
-                          self.step_button, self.reset_button, self.expand_button, self.details_button,
-                          self.present_button, self.wgsl_button, self.status],
-                         layout=w.Layout(flex_flow="row wrap", align_items="center"))
-        # The graph takes what it needs to draw at full size (its flex basis) and the whole row
-        # when the inspector does not fit beside it: then the inspector wraps below.
-        self.graph_box = w.Box([self.cyto], layout=w.Layout(flex="1 1 600px", min_width="0",
-                                                            border="1px solid #ddd"))
-        # The inspector's text is a flex item: without min-width 0 a long display formula would
-        # widen it past its panel instead of scrolling inside its own box (.asg-math).
-        css = w.HTML("<style>.asg-inspector-panel .widget-htmlmath-content{min-width:0}</style>",
-                     layout=w.Layout(height="0px", margin="0"))
-        body = w.Box([self.graph_box, self.inspector], layout=w.Layout(flex_flow="row wrap", width="100%"))
-        self.widget = w.VBox([css, toolbar, body, self.legend, self.wgsl_out], layout=w.Layout(width="100%"))
-        self.widget.add_class("asg-graphview")
+        self.canvas = GraphCanvas(padding=FIT_PADDING, inspector_html=empty_html(self.lang))
+        self.widget = self.canvas
+        self.canvas.observe(self._on_event, names="event")
+        self._set_style()
+        self._set_toolbar()
         self._rebuild()
         threading.Thread(target=self._probe_wgpu, daemon=True).start()
 
@@ -220,66 +159,52 @@ class GraphView:
         """Label size of a node in model units (x 1.6 in presentation mode)."""
         return FONT_PX * (PRESENT_SCALE if self.present else 1.0)
 
-    def _set_zoom_limits(self) -> None:
+    def _set_style(self) -> None:
         # the zoom never makes a label smaller than legible; fit never blows a tiny graph up past 2x
-        self.cyto.min_zoom = (PRESENT_PX if self.present else LEGIBLE_PX) / self.font_px
-        self.cyto.max_zoom = 2.0
+        with self.canvas.hold_sync():
+            self.canvas.style = cytoscape_style(self.present, FONT_PX)
+            self.canvas.min_zoom = (PRESENT_PX if self.present else LEGIBLE_PX) / self.font_px
+            self.canvas.max_zoom = 2.0
+
+    def _set_toolbar(self) -> None:
+        """The toolbar's words (in the view's language) and states, as the browser draws them."""
+        lang = self.lang
+        opening = not (self.expanded is None or self.expanded >= set(self.groups))
+        self.canvas.toolbar = {
+            "words": {k: t(k, lang) for k in _WORDS},
+            "modes": [[t(m, lang), m] for m in MODES], "mode": self.mode,
+            "langs": [[c.upper(), c] for c in LANGS], "lang": lang,
+            "expand_label": t("expand_all" if opening else "collapse_all", lang),
+            "can_step": bool(self.steps), "can_expand": bool(self.groups),
+            "details": self.details, "present": self.present, "wgsl": self.wgsl_available,
+        }
 
     def _rebuild(self) -> None:
-        """Replace the drawn elements (fresh widgets; see the module doc) and redo the layout."""
-        import ipycytoscape
-
+        """Draw the current mode and open groups: the elements and their positions, as one message."""
         self._elements = els = self.elements()
         self.layout = lay = mirror_layout(els, self.font_px)
-        old = list(self._element_widgets.values())
-        self._element_widgets = {}
-        self._generation += 1
-        # The frontend removes old elements a tick AFTER adding new ones, so a reused id would
-        # collide ("second element with ID"): cytoscape ids carry the generation, data["key"]
-        # keeps the stable id ("n12", "g:block") that the rest of the view speaks.
-        tag = f"|{self._generation}" if self._generation > 1 else ""
-        nodes, edges = [], []
+        drawn = []
         for el in els:
-            data = {**el["data"], "key": el["data"]["id"], "id": el["data"]["id"] + tag}
-            for end in ("source", "target", "parent"):
-                if end in data:
-                    data[end] = data[end] + tag
+            data = {**el["data"], "key": el["data"]["id"]}
+            item: dict[str, Any] = {"group": el["group"], "data": data, "classes": el.get("classes", "")}
             if el["group"] == "nodes":
-                wdg = ipycytoscape.Node(data=data, classes=el.get("classes", ""))
-                at = lay.positions.get(el["data"]["id"])
+                at = lay.positions.get(data["id"])
                 if at is not None:
-                    wdg.position = {"x": at[0], "y": at[1]}
-            else:
-                if "label" in data:  # where a label drawn by the target end is centred (half its width, and a gap)
-                    data["label_offset"] = round(len(data["label"]) * 0.62 * 11 / FONT_PX * self.font_px / 2 + 12)
-                wdg = ipycytoscape.Edge(data=data, classes=el.get("classes", ""))
-            self._element_widgets[el["data"]["id"]] = wdg
-            (nodes if el["group"] == "nodes" else edges).append(wdg)
-        self._size_canvas()
-        if old:  # empty the graph first, so the new layout does not make room for the old elements
-            with self.cyto.graph.hold_sync():
-                self.cyto.graph.nodes, self.cyto.graph.edges = [], []
-        with self.cyto.graph.hold_sync():
-            self.cyto.graph.nodes = nodes
-            self.cyto.graph.edges = edges
-        for wdg in old:
-            wdg.close()
-        cats = sorted({el["data"]["cat"] for el in els if el["data"].get("cat")})
-        self.legend.value = legend_html(cats or None, self.lang, backward=self.mode != "forward", present=self.present)
-        if self.selected not in self._element_widgets:
+                    item["position"] = {"x": at[0], "y": at[1]}
+            elif "label" in data:  # where a label drawn by the target end is centred (half its width, and a gap)
+                data["label_offset"] = round(len(data["label"]) * 0.62 * 11 / FONT_PX * self.font_px / 2 + 12)
+            drawn.append(item)
+        self._drawn_ids = {el["data"]["id"] for el in els}
+        if self.selected not in self._drawn_ids:
             self.selected = None
-        self._apply_highlights()
-        if self._shown:  # the row may re-flow (inspector beside <-> below): fit once the browser has
-            self._fit_later()
-
-    def _set_classes(self, element_id: str, add: set[str], remove: set[str]) -> None:
-        wdg = self._element_widgets.get(element_id)
-        if wdg is None:
-            return
-        have = set(wdg.classes.split())
-        new = (have - remove) | add
-        if new != have:
-            wdg.classes = " ".join(sorted(new))
+        cats = sorted({el["data"]["cat"] for el in els if el["data"].get("cat")})
+        with self.canvas.hold_sync():
+            self._size_canvas()
+            self.canvas.highlights = self._highlights()
+            self.canvas.elements = drawn
+            self.canvas.legend_html = legend_html(cats or None, self.lang, backward=self.mode != "forward",
+                                                  present=self.present)
+            self._set_toolbar()
 
     def _size_canvas(self) -> None:
         """Height from the drawing (labels at full size when it fits), width: what the row gives."""
@@ -287,17 +212,15 @@ class GraphView:
         if self._fixed_height is None:
             depth = max((str(e["data"]["group"]).count(".") + 1 for e in self._elements
                          if e["data"].get("kind") == "compound"), default=0)
-            self._height = f"{canvas_height(lay.height, 1.0, depth)}px"
-            self.cyto.layout.height = self._height   # a new height makes the frontend resize and fit
-        self.graph_box.layout.flex = f"1 1 {int(max(420, lay.width + 2 * FIT_PADDING + 4))}px"
-        self.inspector.layout.max_height = f"{max(420, int(self._height.rstrip('px') or 420))}px" \
-            if self._height.endswith("px") else self._height
+            height = f"{canvas_height(lay.height, 1.0, depth)}px"
+        else:
+            height = self._fixed_height
+        self.canvas.height = height
+        self.canvas.graph_width = int(max(420, lay.width + 2 * FIT_PADDING + 4))
+        self.canvas.inspector_height = f"{max(420, int(height[:-2]))}px" if height.endswith("px") else height
 
-    _DYNAMIC = {"selected", "incident", "step-current", "step-mirror", "step-rule", "step-sum", "step-done",
-                "step-flow"}
-
-    def _apply_highlights(self) -> None:
-        """Put the selection and step-through classes on the element widgets."""
+    def _highlights(self) -> dict[str, str]:
+        """The selection and step-through classes: element id -> classes."""
         want: dict[str, set[str]] = {}
         if self.selected:
             want.setdefault(self.selected, set()).add("selected")
@@ -317,9 +240,10 @@ class GraphView:
                         want.setdefault(self.rep_of(i), set()).add("step-rule")
                     for i in [*s.sums, *s.contributions]:
                         want.setdefault(self.rep_of(i), set()).add("step-sum")
-        for eid in self._element_widgets:
-            mine = want.get(eid, set())
-            self._set_classes(eid, mine, self._DYNAMIC - mine)
+        return {eid: " ".join(sorted(c)) for eid, c in want.items() if eid in self._drawn_ids}
+
+    def _apply_highlights(self) -> None:
+        self.canvas.highlights = self._highlights()
 
     def rep_of(self, node_id: int) -> str:
         """The element id standing for node ``node_id`` now (itself, or its closed group)."""
@@ -330,22 +254,33 @@ class GraphView:
         return f"n{node_id}"
 
     def fit(self) -> None:
-        """Resize the canvas to its box and fit the graph (works around ipycytoscape 1.3.3)."""
-        h = self.cyto.layout.height
-        self.cyto.layout.height = self._height if h != self._height else f"calc({self._height} + 1px)"
+        """Ask the browser to fit the graph into its canvas again (as the Fit button does)."""
+        self.canvas.fit_seq += 1
 
-    def _fit_later(self) -> None:
-        """After the view is shown, fit a few times while the browser settles its sizes."""
-        for delay in (0.4, 1.2, 2.5):
-            timer = threading.Timer(delay, self.fit)
-            timer.daemon = True
-            timer.start()
+    def _on_event(self, change: dict) -> None:
+        """What the reader did in the browser (a click, a toolbar button)."""
+        ev = change["new"] or {}
+        kind, value = ev.get("type"), ev.get("value")
+        if kind == "click":
+            self.click(str(value))
+        elif kind == "step":
+            self.step(int(value))
+        elif kind == "reset":
+            self.reset()
+        elif kind == "expand":
+            self.toggle_all()
+        elif kind == "details":
+            self.set_details(bool(value))
+        elif kind == "present":
+            self.set_present(bool(value))
+        elif kind == "mode" and value in MODES:
+            self.set_mode(str(value))
+        elif kind == "lang" and value in LANGS:
+            self.set_lang(str(value))
+        elif kind == "wgsl":
+            self.show_wgsl()
 
     # -- interaction ----------------------------------------------------------------------------
-    def _on_click(self, event: dict) -> None:
-        data = event.get("data", {})
-        self.click(str(data.get("key") or str(data.get("id", "")).split("|")[0]))
-
     def click(self, element_id: str) -> None:
         """What a click on element ``element_id`` does: inspect a node or a folded edge, open/close a group."""
         if element_id.startswith("e:"):
@@ -357,18 +292,18 @@ class GraphView:
             if self.expanded is not None and key not in self.expanded:
                 self.expanded.add(key)
                 self.selected = None
-                self.inspector.value = group_html(self.data, key, members, self.lang, is_open=True)
+                self.canvas.inspector_html = group_html(self.data, key, members, self.lang, is_open=True)
                 self._rebuild()
                 return
             # close the group and everything inside it (re-opened, its sub-layers start closed)
             still_open = set(self.groups) if self.expanded is None else self.expanded
             self.expanded = {gname for gname in still_open if gname != key and not gname.startswith(key + ".")}
             self.selected = None
-            self.inspector.value = group_html(self.data, key, members, self.lang, is_open=False)
+            self.canvas.inspector_html = group_html(self.data, key, members, self.lang, is_open=False)
             self._rebuild()
             return
         self.selected = element_id
-        self.inspector.value = node_html(self.data, key, self.lang)
+        self.canvas.inspector_html = node_html(self.data, key, self.lang)
         self._apply_highlights()
 
     def inspect_edge(self, edge_id: str) -> None:
@@ -378,16 +313,15 @@ class GraphView:
         if not folded:
             return
         self.selected = None
-        self.inspector.value = (f'<div class="asg-folded"><p><i>{esc(t("folded_edge", self.lang))}</i></p></div>'
+        self.canvas.inspector_html = (f'<div class="asg-folded"><p><i>{esc(t("folded_edge", self.lang))}</i></p></div>'
                                 + "<hr>".join(node_html(self.data, i, self.lang) for i in folded))
         self._apply_highlights()
 
     def set_details(self, on: bool) -> None:
         """Draw every node (on), or fold glue into edge labels (off)."""
         on = bool(on)
-        if self.details_button.value != on:
-            self.details_button.value = on
         if on == self.details:
+            self._set_toolbar()  # the browser's toggle shows the state it asked for: put it back
             return
         self.details = on
         self._rebuild()
@@ -395,18 +329,12 @@ class GraphView:
     def set_present(self, on: bool) -> None:
         """Presentation mode: 1.6x fonts, thicker edges, high contrast, a large legend (for a projector)."""
         on = bool(on)
-        if self.present_button.value != on:
-            self.present_button.value = on
         if on == self.present:
+            self._set_toolbar()
             return
         self.present = on
-        self.cyto.set_style(cytoscape_style(self.present, FONT_PX))
-        self._set_zoom_limits()
+        self._set_style()
         self._rebuild()
-
-    def _on_mode_button(self, change: dict) -> None:
-        if not self._relabelling and change["new"] is not None:
-            self.set_mode(change["new"])
 
     def set_mode(self, mode: str) -> None:
         """Show the forward graph, the backward graph (with the forward values it reads), or both."""
@@ -415,39 +343,29 @@ class GraphView:
         if mode == self.mode and self._elements:
             return
         self.mode = mode
-        if self.mode_buttons.value != mode:
-            self.mode_buttons.value = mode
         self._rebuild()
 
     def set_lang(self, lang: str) -> None:
         """Switch the inspector, legend and buttons to ``lang`` ("en" or "ru")."""
+        if lang not in LANGS:
+            raise ValueError(f"lang must be one of {LANGS}, got {lang!r}")
         self.lang = lang
-        if self.lang_buttons.value != lang:
-            self.lang_buttons.value = lang
-        for b, key in ((self.fit_button, "fit"), (self.step_button, "step"), (self.reset_button, "reset"),
-                       (self.expand_button, "expand_all"), (self.wgsl_button, "wgsl"),
-                       (self.details_button, "details"), (self.present_button, "present")):
-            b.description = t(key, lang)
-        mode, self._relabelling = self.mode, True
-        try:  # new option labels reset the value: do not let that switch the mode
-            self.mode_buttons.options = [(t(m, lang), m) for m in MODES]
-            self.mode_buttons.value = mode
-        finally:
-            self._relabelling = False
+        self._set_toolbar()
         cats = sorted({el["data"]["cat"] for el in self._elements if el["data"].get("cat")})
-        self.legend.value = legend_html(cats or None, lang, backward=self.mode != "forward", present=self.present)
+        self.canvas.legend_html = legend_html(cats or None, lang, backward=self.mode != "forward",
+                                              present=self.present)
         if 0 <= self.step_index < len(self.steps):
-            self.status.value = self._step_status(self.step_index)
+            self.canvas.status_html = self._step_status(self.step_index)
         self._render_inspector()
 
     def _render_inspector(self) -> None:
         if 0 <= self.step_index < len(self.steps):
-            self.inspector.value = self.step_html(self.step_index)
+            self.canvas.inspector_html = self.step_html(self.step_index)
         elif self.selected:
             kind, key = parse_element_id(self.selected)
-            self.inspector.value = node_html(self.data, key, self.lang)
+            self.canvas.inspector_html = node_html(self.data, key, self.lang)
         else:
-            self.inspector.value = empty_html(self.lang)
+            self.canvas.inspector_html = empty_html(self.lang)
 
     def expand_all_cost(self) -> tuple[int, int, float]:
         """(nodes, edges, seconds): what drawing every node of the current mode would take."""
@@ -467,34 +385,33 @@ class GraphView:
             n, m, secs = self.expand_all_cost()
             if n > EXPAND_WARN_AT:
                 self._expand_asked = True
-                self.status.value = (f'<span class="asg-expand-warn" style="color:#a05a00">'
-                                     f'{esc(t("expand_warn", self.lang).format(n=f"{n:,}", s=f"{secs:.0f}"))}</span>')
+                self.canvas.status_html = (f'<span class="asg-expand-warn" style="color:#a05a00">'
+                                     f'{esc(t("expand_warn", self.lang).format(n=f"{n:,}", s=f"{secs:.1f}"))}</span>')
                 return
         self._expand_asked = False
-        self.status.value = ""
+        self.canvas.status_html = ""
         self.expanded = set() if not opening else None
-        self.expand_button.description = t("collapse_all" if self.expanded is None else "expand_all", self.lang)
         self._rebuild()
 
     # -- step-through backward -------------------------------------------------------------------
     def step(self, delta: int = 1) -> Step | None:
         """Advance (or go back) one visit of the recorded backward sweep; returns that step."""
         if not self.steps:
-            self.status.value = esc(t("no_pass", self.lang))
+            self.canvas.status_html = esc(t("no_pass", self.lang))
             return None
         if self.mode == "forward":
             self.set_mode("both")
         self.step_index = max(-1, min(len(self.steps) - 1, self.step_index + delta))
         if self.step_index < 0:
-            self.status.value = ""
+            self.canvas.status_html = ""
             self._apply_highlights()
             self._render_inspector()
             return None
         s = self.steps[self.step_index]
-        self.status.value = self._step_status(self.step_index)
+        self.canvas.status_html = self._step_status(self.step_index)
         self.selected = self.rep_of(s.node)
         self._apply_highlights()
-        self.inspector.value = self.step_html(self.step_index)
+        self.canvas.inspector_html = self.step_html(self.step_index)
         return s
 
     def _step_status(self, k: int) -> str:
@@ -506,9 +423,9 @@ class GraphView:
         """Clear the step-through and the selection."""
         self.step_index = -1
         self.selected = None
-        self.status.value = ""
+        self.canvas.status_html = ""
         self._apply_highlights()
-        self.inspector.value = empty_html(self.lang)
+        self.canvas.inspector_html = empty_html(self.lang)
 
     def step_html(self, k: int) -> str:
         """Inspector text for step ``k``: how the gradient of the node was summed and passed on."""
@@ -549,31 +466,35 @@ class GraphView:
     def _probe_wgpu(self) -> None:
         from ..backends import available  # lazy like _wgpu_plan_shader's: only a built view asks
 
-        self.wgsl_available = ok = "wgpu" in available()
-        self.wgsl_button.layout.display = None if ok else "none"
+        self.wgsl_available = "wgpu" in available()
+        self._set_toolbar()
 
     def show_wgsl(self) -> str:
         """Show (and return) the WGSL source of the selected node's kernel."""
         if not self.selected or parse_element_id(self.selected)[0] != "node":
-            self.wgsl_out.value = ""
+            self.canvas.wgsl_html = ""
             return ""
         node_id = parse_element_id(self.selected)[1]
         try:
             src = _wgpu_plan_shader(self.graph, node_id)
         except Exception as e:  # noqa: BLE001 - leaves have no kernel; say so
-            self.wgsl_out.value = f'<div class="asg-wgsl" style="color:#a05a00">{user_text(e)}</div>'
+            self.canvas.wgsl_html = f'<div class="asg-wgsl" style="color:#a05a00">{user_text(e)}</div>'
             return ""
-        self.wgsl_out.value = (f'<details open class="asg-wgsl"><summary>WGSL #{node_id}</summary>'
+        self.canvas.wgsl_html = (f'<details open class="asg-wgsl"><summary>WGSL #{node_id}</summary>'
                                f'<pre style="font-size:11px;max-height:300px;overflow:auto">{esc(src)}</pre></details>')
         return src
 
     # -- notebook display ------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        """The widget view, and beside it a picture for where no widget runs (an untrusted or reopened
+        notebook, nbconvert, GitHub)."""
         from .static import static_html
 
         bundle = self.widget._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
         data["text/html"] = static_html(self.scope, lang=self.lang, mode=self.mode, expanded=self.expanded)
-        self._shown = True
-        self._fit_later()
         return data
+
+    def _display_(self) -> Any:
+        """marimo draws this (its protocol for objects that stand for a widget): the anywidget itself."""
+        return self.widget
