@@ -7,7 +7,7 @@ places where a derivative does not exist (relu and abs at 0, ties for max/maximu
 sqrt near 0): finite differences step across such points and disagree with any backward
 rule, so a sample that sits on one would report a bug that is not there.
 
-Where does a sample come from? The op says, in its spec: ``OpSpec(sample=lambda b: ...)``
+Where does a sample come from? The op says, in its spec: ``OpSpec(..., tools=Tools(sample=lambda b: ...))``
 builds it from a :class:`SampleInputs` ``b``. An op that says nothing gets one derived from
 its arity: one input of shape ``b.shape`` for a unary op, a broadcasting pair for a binary
 op that broadcasts. So a student's new elementwise op is checked with no extra step.
@@ -127,17 +127,17 @@ def default_sample(op: OpSpec) -> Callable[[SampleInputs], Tensor] | None:
     if op.arity == 1:
         return lambda b: apply(op.name, b.x(away=0.2))
     if op.arity == 2:
-        return lambda b: apply(op.name, *b.pair(b.shape, b.shape[-1:] if op.broadcasts else b.shape))
+        return lambda b: apply(op.name, *b.pair(b.shape, b.shape[-1:] if op.view.broadcasts else b.shape))
     return None
 
 
 def maker(op: str) -> Callable[[SampleInputs], Tensor]:
     """The function that builds op ``op``'s sample from a builder: the op's own, else the derived one."""
     s = spec(op)
-    make = s.sample or default_sample(s)
+    make = s.tools.sample or default_sample(s)
     if make is None:
         raise KeyError(f"op {op!r} has no sample and none can be derived for arity {s.arity}: register it with "
-                       f"sample=lambda b: ... (see asgteach.opsamples.SampleInputs)")
+                       f"tools=Tools(sample=lambda b: ...) (see asgteach.opsamples.SampleInputs)")
     return make
 
 
@@ -159,4 +159,5 @@ def sample(op: str, seed: int = 0, shape: tuple = (2, 3)) -> Sample:
 
 def missing_samples() -> list[str]:
     """Registry ops (leaves aside) that neither declare a sample nor get one by default."""
-    return sorted(name for name, s in REGISTRY.items() if not s.leaf and s.sample is None and default_sample(s) is None)
+    return sorted(name for name, s in REGISTRY.items()
+                  if not s.leaf and s.tools.sample is None and default_sample(s) is None)

@@ -5,7 +5,7 @@ values chosen away from kinks, ties and domain edges) and says which inputs to
 differentiate. The per-op tests (gradcheck, jvp, dtype, wgpu parity) iterate these cases.
 
 Every registered op has at least one case without anything written here: its own sample
-(``OpSpec.sample``, or the one derived from its arity, see ``asgteach.opsamples``), built
+(``OpSpec.tools.sample``, or the one derived from its arity, see ``asgteach.opsamples``), built
 by the same builder as ``asgteach check`` uses; unary elementwise ops get it at three
 shapes. The cases below add what a sample cannot: broadcasting shapes for binary ops,
 axis variants for reductions, index forms, attribute variants.
@@ -63,7 +63,7 @@ def cases_for(op: str) -> list[OpCase]:
 def sample_cases(op: str) -> list[OpCase]:
     """The op's own sample as test cases: at three shapes for a unary elementwise op, else once."""
     s, make = REGISTRY[op], opsamples.maker(op)
-    if s.wgsl == "elementwise" and s.arity == 1:
+    if s.gpu.kernel == "elementwise" and s.arity == 1:
         return [OpCase(op, "sample " + str(sh).replace(" ", ""), make, sh) for sh in ((), (5,), (2, 3))]
     return [OpCase(op, "sample", make)]
 

@@ -81,7 +81,7 @@ def test_bad_arguments_are_usage_errors() -> None:
 def test_every_op_has_a_sample() -> None:
     from asgteach.opsamples import missing_samples, sample
 
-    assert missing_samples() == [], "give these ops a sample= in their OpSpec so `asgteach check` covers them"
+    assert missing_samples() == [], "give these ops tools=Tools(sample=...) so `asgteach check` covers them"
     for op in OPS:
         assert sample(op).y.op == op
 

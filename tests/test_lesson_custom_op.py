@@ -13,7 +13,7 @@ import pytest
 import asgteach as at
 from asgteach.lessons import ExerciseError, checks_custom_op
 from asgteach.lessons.checks_custom_op import bce_check, elu_check, wgsl_standin
-from asgteach.ops import REGISTRY, OpSpec, registered
+from asgteach.ops import GPU, REGISTRY, OpSpec, registered
 
 _TEXT = {
     "en": {"headline": "ELU", "what": "x for x > 0, alpha (e^x - 1) otherwise",
@@ -28,13 +28,13 @@ ELU = dict(
     name="elu", category="activation", arity=1, attrs={"alpha": 1.0}, infer=lambda s, **_: s,
     numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),
     vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * (c.out + c.attrs["alpha"])),),
-    wgsl_expr="select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)", explain=_TEXT,
+    gpu=GPU(expr="select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)"), explain=_TEXT,
 )
 BCE = dict(
     name="bce_logits", category="loss", arity=2, infer=lambda a, b, **_: a,
     numpy=lambda z, t: np.maximum(z, 0) - z * t + np.log1p(np.exp(-np.abs(z))),
     vjp=lambda c, g: (g * (at.sigmoid(c.inputs[0]) - c.inputs[1]), -g * c.inputs[0]),
-    wgsl_expr="max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))",
+    gpu=GPU(expr="max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))"),
 )
 
 
@@ -68,7 +68,7 @@ def test_right_answers_pass() -> None:
     with registered(OpSpec(**BCE)) as op:
         bce_check(op, seed=1)
     with registered(OpSpec(**{**BCE, "numpy": lambda z, t: np.logaddexp(0, z) - z * t,
-                              "wgsl_expr": "f_softplus(a, 1.0) - a * b"})) as op:
+                              "gpu": GPU(expr="f_softplus(a, 1.0) - a * b")})) as op:
         bce_check(op, seed=2)     # numpy's and the shader library's stable tools are fair game
 
 
@@ -80,9 +80,10 @@ def test_elu_rule_right_at_the_default_alpha_only() -> None:
 
 def test_elu_kernel_or_formula_with_the_number_written_in() -> None:
     _fails(elu_check, ELU, "right at alpha=1.0 only", numpy=lambda x, alpha=1.0: np.where(x > 0, x, np.expm1(x)))
-    _fails(elu_check, ELU, "never names alpha", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0)")
+    _fails(elu_check, ELU, "never names alpha", gpu=GPU(expr="select(exp(x) - 1.0, x, x > 0.0)"))
     # named, but not used: the GPU (or the stand-in) computes at the check's alphas and disagrees
-    _fails(elu_check, ELU, r"your wgsl_expr .* is wrong at", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
+    _fails(elu_check, ELU, r"your GPU formula .* is wrong at",
+           gpu=GPU(expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha"))
 
 
 def test_elu_registration_shape_rule_and_texts() -> None:
@@ -104,9 +105,9 @@ def test_bce_at_extreme_logits() -> None:
     assert "extreme logits" in msg and "should be" in msg
     _fails(bce_check, BCE, "inf / inf",
            vjp=lambda c, g: (g * (at.exp(c.inputs[0]) / (1 + at.exp(c.inputs[0])) - c.inputs[1]), -g * c.inputs[0]))
-    _fails(bce_check, BCE, "88.7", wgsl_expr="log(1.0 + exp(a)) - a * b")
+    _fails(bce_check, BCE, "88.7", gpu=GPU(expr="log(1.0 + exp(a)) - a * b"))
     _fails(bce_check, BCE, "wrong for t", vjp=lambda c, g: (g * (at.sigmoid(c.inputs[0]) - c.inputs[1]), None))
-    _fails(bce_check, BCE, "both inputs", wgsl_expr="max(a, 0.0) + f_log1p(exp(-abs(a)))")
+    _fails(bce_check, BCE, "both inputs", gpu=GPU(expr="max(a, 0.0) + f_log1p(exp(-abs(a)))"))
 
 
 def test_bce_refuses_the_librarys_softplus() -> None:
@@ -134,19 +135,21 @@ def test_the_formulas_run_as_shaders_on_the_gpu(capsys) -> None:
     with registered(OpSpec(**BCE)) as op:
         bce_check(op, seed=5)
     assert "NO WGPU ADAPTER" not in capsys.readouterr().out
-    _fails(elu_check, ELU, r"on the GPU \(wgpu, float32\)", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
-    msg = _fails(elu_check, ELU, "parsing error", wgsl_expr="select(alpha * (exp(x) - 1.0), x, x > 0.0")
+    _fails(elu_check, ELU, r"on the GPU \(wgpu, float32\)",
+           gpu=GPU(expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha"))
+    msg = _fails(elu_check, ELU, "parsing error", gpu=GPU(expr="select(alpha * (exp(x) - 1.0), x, x > 0.0"))
     assert "on the wgpu backend failed" in msg
-    _fails(bce_check, BCE, "got inf", wgsl_expr="log(1.0 + exp(a)) - a * b")
+    _fails(bce_check, BCE, "got inf", gpu=GPU(expr="log(1.0 + exp(a)) - a * b"))
 
 
 def test_without_a_gpu_the_standin_says_so_and_still_checks_the_formula(capsys) -> None:
     with registered(OpSpec(**ELU)) as op:
         elu_check(op, seed=4)
     assert "NO WGPU ADAPTER" in capsys.readouterr().out
-    _fails(elu_check, ELU, "numpy stand-in", wgsl_expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha")
-    _fails(elu_check, ELU, "a shader compiler would refuse it", wgsl_expr="select(alpha * (exp(x) - 1.0), x, x > 0.0")
-    _fails(bce_check, BCE, "stand-in", wgsl_expr="log(1.0 + exp(a)) - a * b")   # float32 overflow, as on a GPU
+    _fails(elu_check, ELU, "numpy stand-in", gpu=GPU(expr="select(exp(x) - 1.0, x, x > 0.0) + 0.0 * alpha"))
+    _fails(elu_check, ELU, "a shader compiler would refuse it",
+           gpu=GPU(expr="select(alpha * (exp(x) - 1.0), x, x > 0.0"))
+    _fails(bce_check, BCE, "stand-in", gpu=GPU(expr="log(1.0 + exp(a)) - a * b"))   # float32 overflow, as on a GPU
 
 
 def test_wgsl_standin() -> None:

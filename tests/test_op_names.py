@@ -16,7 +16,7 @@ import pytest
 
 import asgteach as at
 from asgteach.backends import reference
-from asgteach.ops import REGISTRY, Composite, OpSpec, apply, register, registered
+from asgteach.ops import GPU, REGISTRY, Composite, OpSpec, apply, register, registered
 
 from wgpu_helpers import require_adapter, run_both
 
@@ -28,7 +28,7 @@ X = np.array([[0.75, -1.5, 2.0], [0.0, 3.25, -0.5]])
 def _op(name: str, c: float) -> OpSpec:
     """An elementwise op ``x * 0.5 + c``: each name gets its own ``c``, so a mixed-up kernel shows."""
     return OpSpec(name=name, category="activation", arity=1, infer=lambda s, **_: s,
-                  numpy=lambda x: x * 0.5 + c, vjp=lambda ctx, g: (g * 0.5,), wgsl_expr=f"x * 0.5 + {c!r}")
+                  numpy=lambda x: x * 0.5 + c, vjp=lambda ctx, g: (g * 0.5,), gpu=GPU(expr=f"x * 0.5 + {c!r}"))
 
 
 def _chain(names: list[str]) -> tuple[at.Graph, at.Tensor, list[at.Tensor]]:
@@ -116,7 +116,7 @@ def test_each_awkward_name_alone_and_read_twice() -> None:
 def test_a_name_shaped_like_a_generated_attribute_name_still_computes() -> None:
     clip = OpSpec(name="clip_hi", category="activation", arity=1, infer=lambda s, **_: s,
                   numpy=lambda x, hi=1.0: np.minimum(x, hi), vjp=lambda ctx, g: (g,), attrs={"hi": 1.0},
-                  wgsl_expr="min(x, hi)")
+                  gpu=GPU(expr="min(x, hi)"))
     with registered(_op("a1_hi", 0.25), _op("a2_hi", 0.5), clip):
         with at.Graph() as g:
             x = at.input("x", X.shape)

@@ -42,7 +42,7 @@ def test_op_contract(name: str) -> None:
         assert isinstance(s.not_differentiable, str) and s.not_differentiable.strip()
     if s.zero_gradient is not None:
         assert isinstance(s.zero_gradient, str) and s.zero_gradient.strip()
-    assert isinstance(s.wgsl, str) and s.wgsl, f"{name}: wgsl slot must name a kernel"
+    assert isinstance(s.gpu.kernel, str) and s.gpu.kernel, f"{name}: gpu=GPU(kernel=...) must name a kernel"
     if s.arity is not None and s.diff_inputs is not None:
         assert len(s.diff_inputs) == s.arity
     if s.arity is not None and not isinstance(s.input_kinds, str):

@@ -23,7 +23,7 @@ import pytest
 
 import asgteach as at
 from asgteach import explain, opcheck
-from asgteach.ops import COMPOSITES, REGISTRY, OpSpec, apply, registered, unregister
+from asgteach.ops import COMPOSITES, GPU, REGISTRY, OpSpec, apply, registered, unregister
 from asgteach.ops.registry import register
 
 HAS_WGPU = "wgpu" in at.available()
@@ -36,7 +36,7 @@ SOFTSIGN = dict(
     infer=lambda s, **_: s,
     numpy=lambda x: x / (1 + np.abs(x)),
     vjp=lambda c, g: (g / (1 + at.abs(c.inputs[0])) ** 2,),
-    wgsl_expr="x / (1.0 + abs(x))",
+    gpu=GPU(expr="x / (1.0 + abs(x))"),
     attrs={},
     explain={
         "en": {"headline": "Softsign: a slow-saturating tanh", "what": "Squashes x into (-1, 1) as x / (1 + |x|).",
@@ -56,7 +56,7 @@ SCALED = dict(
     infer=lambda s, **_: s,
     numpy=lambda x, alpha=1.0, beta=1.0: alpha * x / (1 + np.abs(beta * x)),
     vjp=lambda c, g: (g * c.attrs["alpha"] / (1 + at.abs(c.attrs["beta"] * c.inputs[0])) ** 2,),
-    wgsl_expr="alpha * x / (1.0 + abs(beta * x))",
+    gpu=GPU(expr="alpha * x / (1.0 + abs(beta * x))"),
     attrs={"alpha": 1.0, "beta": 1.0},
     explain={
         "en": {"headline": "Scaled softsign", "what": "alpha x / (1 + |beta x|).",
@@ -94,7 +94,7 @@ def _x(shape=(4, 5), seed=0) -> np.ndarray:
 # --- the registry ------------------------------------------------------------------------------------
 def test_register_with_keywords_fills_in_the_kernel_family_and_the_doc(user_ops) -> None:
     s = REGISTRY["scaled_softsign"]
-    assert s.wgsl == "elementwise" and s.float_attrs == ("alpha", "beta")
+    assert s.gpu.kernel == "elementwise" and s.float_attrs == ("alpha", "beta")
     assert s.doc == "Scaled softsign", "the English headline is the one-line doc"
     with pytest.raises(ValueError, match="registered twice"):
         register(OpSpec(**SOFTSIGN))
@@ -116,8 +116,12 @@ def test_unregister_and_registered_leave_nothing_behind() -> None:
 
 
 def test_register_refuses_what_a_kernel_could_not_use() -> None:
-    with pytest.raises(ValueError, match="wgsl_expr"):
-        register(OpSpec(**{**SOFTSIGN, "wgsl_expr": None, "wgsl": "elementwise"}))
+    with pytest.raises(ValueError, match=r"needs its formula, gpu=GPU\(expr="):
+        register(OpSpec(**{**SOFTSIGN, "gpu": GPU(kernel="elementwise")}))
+    with pytest.raises(TypeError, match=r"gpu is a GPU record, gpu=GPU\(\.\.\.\)"):
+        OpSpec(**{**SOFTSIGN, "gpu": "x / (1.0 + abs(x))"})
+    with pytest.raises(TypeError, match=r"OpSpec\(wgsl_expr=\.\.\.\) is now written gpu=GPU\(expr=\.\.\.\)"):
+        OpSpec(**{**SOFTSIGN, "gpu": GPU(), "wgsl_expr": "x / (1.0 + abs(x))"})   # the spelling before GPU(...)
     with pytest.raises(ValueError, match="has the name of an input"):
         register(OpSpec(**{**SCALED, "attrs": {"x": 1.0}}))
     with pytest.raises(ValueError, match="must be text"):
@@ -280,7 +284,7 @@ ALLOWED = {
     ("widgets/inspector.py", ("max", "mean")):
         "min/mean/max are the statistics the inspector prints (keys of widgets.values.stats), not ops",
     ("lessons/checks_custom_op.py", ("abs", "exp", "log", "max", "pow", "sign", "sqrt", "tanh")):
-        "the keys of _WGSL_FUNCTIONS are WGSL's built-in functions (lesson 17's numpy stand-in for a wgsl_expr), "
+        "the keys of _WGSL_FUNCTIONS are WGSL's built-in functions (lesson 17's numpy stand-in for a GPU formula), "
         "some of which share an op's name",
 }
 
@@ -330,7 +334,7 @@ def test_a_re_registered_op_runs_its_new_kernel_in_a_graph_that_already_ran():
 
     def make(factor):
         return OpSpec(**{**SOFTSIGN, "name": "scaled_test_op", "numpy": lambda x: factor * x,
-                         "vjp": lambda c, g: (g * factor,), "wgsl_expr": f"{factor:.1f} * x"})
+                         "vjp": lambda c, g: (g * factor,), "gpu": GPU(expr=f"{factor:.1f} * x")})
 
     register(make(2.0))
     try:

@@ -17,7 +17,7 @@ import pytest
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
 from asgteach.backends import wgpu_plan_cache as plan_cache
-from asgteach.ops import OpSpec, registered
+from asgteach.ops import GPU, OpSpec, registered
 
 from wgpu_helpers import require_adapter
 
@@ -111,7 +111,7 @@ def test_another_shape_or_constant_is_another_plan() -> None:
 
 def _probe_op(expr: str, fn) -> OpSpec:
     return OpSpec(name="cache_probe", category="activation", arity=1, infer=lambda s, **_: s, numpy=fn,
-                  vjp=lambda c, g: (g,), wgsl_expr=expr, attrs={})
+                  vjp=lambda c, g: (g,), gpu=GPU(expr=expr), attrs={})
 
 
 def test_an_op_registered_again_with_another_formula_compiles_afresh() -> None:

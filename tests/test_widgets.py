@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.ops import OpSpec, apply
+from asgteach.ops import GPU, OpSpec, View, apply
 from asgteach.ops.registry import CATEGORIES, REGISTRY
 from asgteach.widgets import elements as E
 from asgteach.widgets.inspector import InspectorData, group_html, node_html
@@ -421,8 +421,8 @@ def test_glue_comes_from_the_registry_and_folds_into_edges():
 
 
 def test_a_registered_glue_op_folds_too():
-    ident = dict(name="copy_through", category="shape", arity=1, glue=True, infer=lambda s, **_: s,
-                 numpy=lambda x: x.copy(), vjp=lambda c, g: (g,), wgsl_expr="x")
+    ident = dict(name="copy_through", category="shape", arity=1, view=View(glue=True), infer=lambda s, **_: s,
+                 numpy=lambda x: x.copy(), vjp=lambda c, g: (g,), gpu=GPU(expr="x"))
     with registered(OpSpec(**ident)):
         with at.Graph():
             x = at.input("x", (3,))

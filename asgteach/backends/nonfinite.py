@@ -65,7 +65,7 @@ def first_nonfinite(graph: Graph, targets: Sequence[int], feeds: Mapping[Any, An
             finite = x[np.isfinite(x)]
             rng = f"min {finite.min():.4g}, max {finite.max():.4g}" if finite.size else "no finite values"
             lines.append(f"    input #{j} {src.op} '{src.name}' {x.shape}: {rng}")
-    hint = spec(n.op).nan_hint or ("check this op's inputs: a value too large for float32 overflows to inf, "
+    hint = spec(n.op).tools.nan_hint or ("check this op's inputs: a value too large for float32 overflows to inf, "
                                    "x / 0 is inf, log(0) is -inf")
     return (f"{kind} first appears in {n.op} (node #{n.id} '{n.name}', {n.phase} pass), created at {created_at(n)}\n"
             f"  {int(hit.sum())} of {v.size} values are {kind}, first at index {first}\n"

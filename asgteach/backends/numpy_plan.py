@@ -492,7 +492,7 @@ class Plan:
                     lines.append(f"    input #{i} {src.op} '{src.name}' {v.shape}: min {np.nanmin(v):.4g}, "
                                  f"max {np.nanmax(v):.4g}, NaN {int(np.isnan(v).sum())}")
             first = tuple(int(i) for i in np.argwhere(np.isnan(out))[0])
-            hint = spec(node.op).nan_hint or "check this op's inputs for values outside its domain"
+            hint = spec(node.op).tools.nan_hint or "check this op's inputs for values outside its domain"
             msg = (f"NaN first appears in {node.op} (node #{node.id} '{node.name}', {node.phase} pass), "
                    f"created at {created_at(node)}\n  {int(np.isnan(out).sum())} of {out.size} values are NaN, "
                    f"first at index {first}\n" + "\n".join(lines) + f"\n  why: {hint}")

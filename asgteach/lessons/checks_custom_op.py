@@ -10,7 +10,7 @@ with the number written in. So each check here
   (never the default alone), and compares with a reference that lives only in this module;
 * gradient-checks the backward rule in float64 at those points and values, and says so when the
   rule is right at the default value only;
-* runs the ``wgsl_expr`` on the wgpu backend (float32) against the numpy reference, or, where
+* runs the GPU formula (``gpu=GPU(expr=...)``) on the wgpu backend (float32) against the numpy reference, or, where
   this machine has no adapter, says so loudly and evaluates the formula with a numpy stand-in
   for WGSL (which catches a wrong formula, not a WGSL syntax error);
 * reads the explanation the inspector will show: both languages, all six fields, formulas that
@@ -244,10 +244,11 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
                     reference: Callable[..., np.ndarray], hint: str) -> None:
     """Run ``name`` on wgpu for each (attrs, inputs) case against ``reference``; without a GPU, the stand-in."""
     if not isinstance(expr, str):
-        raise _fail(f"{name}'s wgsl_expr should be the formula as text, got {type(expr).__name__}: {expr!r:.60}")
+        raise _fail(f"{name}'s gpu=GPU(expr=...) should be the formula as text, "
+                    f"got {type(expr).__name__}: {expr!r:.60}")
     gpu = _gpu()
     if not gpu:
-        _loud([f"NO WGPU ADAPTER on this machine: your wgsl_expr for {name} was NOT compiled or run as a shader.",
+        _loud([f"NO WGPU ADAPTER on this machine: your GPU formula for {name} was NOT compiled or run as a shader.",
                "The check evaluates it with a numpy stand-in for WGSL instead: that tests the formula,",
                "not its WGSL syntax. Run this check where a GPU or Mesa's lavapipe (mesa-vulkan-drivers)",
                "is installed, or run asgteach doctor to see what is missing."])
@@ -257,11 +258,11 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
         label = f"{name}({', '.join(f32)}{''.join(f', {k}={v:.4g}' for k, v in attrs.items())})"
         if gpu:
             xs, y = _build(name, [v.shape for v in f32.values()], **attrs)
-            got = _run(y, dict(zip(xs, f32.values())), backend="wgpu", what=f"{label} (your wgsl_expr)")
+            got = _run(y, dict(zip(xs, f32.values())), backend="wgpu", what=f"{label} (your GPU formula)")
             place = "on the GPU (wgpu, float32)"
         else:
             if expr.count("(") != expr.count(")"):
-                raise _fail(f"your wgsl_expr {expr!r} has {expr.count('(')} '(' but {expr.count(')')} ')': a shader "
+                raise _fail(f"your GPU formula {expr!r} has {expr.count('(')} '(' but {expr.count(')')} ')': a shader "
                             "compiler would refuse it")
             try:
                 got = wgsl_standin(expr, **f32, **attrs)
@@ -271,7 +272,7 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
             place = "in the numpy stand-in for WGSL (float32)"
         scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
         try:
-            check_array(got, want, name=label, where=f"your wgsl_expr {expr!r}, {place}", rtol=_GPU_RTOL,
+            check_array(got, want, name=label, where=f"your GPU formula {expr!r}, {place}", rtol=_GPU_RTOL,
                         atol=_GPU_ATOL * scale)
         except ExerciseError as e:
             raise _fail(str(e), hint) from None
@@ -415,9 +416,9 @@ def elu_check(op: Any, seed: int | None = None) -> None:
     _explain_record(op, name, must_name="alpha")
 
     # the WGSL formula: two fresh alphas (and the default), fresh points, float32
-    expr = op.wgsl_expr
+    expr = op.gpu.expr
     if isinstance(expr, str) and not re.search(r"\balpha\b", expr):
-        raise _fail(f"your wgsl_expr {expr!r} never names alpha, so every elu node would compute with the same "
+        raise _fail(f"your GPU formula {expr!r} never names alpha, so every elu node would compute with the same "
                     "number, whatever its alpha", "the kernel gets each number attribute by its own name: write "
                     "alpha in the formula, as the input is x")
     Xg = rng.standard_normal((3, int(rng.integers(3, 7)))) * 2.0
@@ -504,9 +505,9 @@ def bce_check(op: Any, seed: int | None = None) -> None:
                                     "stably (or use exp(-|z|) only)") from None
 
         # the GPU formula in float32, where exp(z) overflows above 88.7
-        expr = op.wgsl_expr
+        expr = op.gpu.expr
         if isinstance(expr, str) and not (re.search(r"\ba\b", expr) and re.search(r"\bb\b", expr)):
-            raise _fail(f"your wgsl_expr {expr!r} should use both inputs: in WGSL they are called a (the logits z) "
+            raise _fail(f"your GPU formula {expr!r} should use both inputs: in WGSL they are called a (the logits z) "
                         "and b (the targets t)")
         shape_g = (2, int(rng.integers(3, 7)))
         cases = [({}, {"a": rng.standard_normal(shape_g) * 3.0, "b": rng.uniform(0, 1, shape_g)}),

@@ -31,7 +31,7 @@ def dispatches_for(tensor: Any) -> list[Dispatch]:
     op = spec(node.op)
     if op.leaf:
         raise ValueError(f"node #{node.id} is a {node.op}: leaves are uploaded, not computed, so they run no kernel")
-    return lower(graph, node, op.wgsl, tile_from_env())
+    return lower(graph, node, op.gpu.kernel, tile_from_env())
 
 
 def wgsl_for(tensor: Any) -> str:

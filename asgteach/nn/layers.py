@@ -31,7 +31,7 @@ def get_activation(name: str | Callable[[Tensor], Tensor] | None) -> Callable[[T
 def _init_for(activation: str | Callable | None) -> str:
     """The weight initialiser suited to an activation: what its spec says (Kaiming for relu-like ones), else Xavier."""
     if isinstance(activation, str):
-        return ops.lookup(activation).weight_init or "xavier_uniform"
+        return ops.lookup(activation).tools.weight_init or "xavier_uniform"
     return "xavier_uniform"
 
 

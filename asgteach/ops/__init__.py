@@ -8,8 +8,8 @@ their ops when imported; their public functions (each module's ``__all__``) are 
 from __future__ import annotations
 
 from .registry import (  # noqa: F401
-    CATEGORIES, COMPOSITES, REGISTRY, Composite, NotDifferentiableError, OpSpec, VjpContext, activation, activations,
-    apply, as_tensor, lookup, patched, register, registered, spec, unregister,
+    CATEGORIES, COMPOSITES, GPU, REGISTRY, Composite, NotDifferentiableError, OpSpec, Tools, View, VjpContext,
+    activation, activations, apply, as_tensor, lookup, patched, register, registered, spec, unregister,
 )
 from .leaves import constant, input, parameter  # noqa: F401  (leaves registers input/parameter/constant)
 from . import elementwise, reduce, shape, linalg, nn, conv  # noqa: I001  (this order is the registry's)

@@ -32,7 +32,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import user_source
 from ..shapes import ShapeError
 from ..tensor import Tensor
-from .registry import OpSpec, VjpContext, apply, register
+from .registry import GPU, OpSpec, Tools, VjpContext, apply, register
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
 
@@ -126,8 +126,9 @@ def _conv_vjp(c: VjpContext, g: Tensor):
 _CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
 register(OpSpec(
     name="conv2d", category="convolution", arity=2, infer=_conv_infer, numpy=_conv_kernel, vjp=_conv_vjp,
-    attrs=dict(_CONV_ATTRS), wgsl="conv", sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1),
+    attrs=dict(_CONV_ATTRS),
     doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups",
+    gpu=GPU(kernel="conv"), tools=Tools(sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1)),
 ))
 
 
@@ -170,10 +171,11 @@ def _grad_input_vjp(c: VjpContext, u: Tensor):
 _SAMPLE_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
 register(OpSpec(
     name="conv2d_grad_input", category="gradient", arity=2, infer=lambda g, w, x_shape=(), **_: tuple(x_shape),
-    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()}, wgsl="conv",
-    sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)), x_shape=(2, 2, 5, 5),
-                           **_SAMPLE_CONV),
+    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()},
     doc="gradient of conv2d with respect to its input: a transposed convolution",
+    gpu=GPU(kernel="conv"),
+    tools=Tools(sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)),
+                                       x_shape=(2, 2, 5, 5), **_SAMPLE_CONV)),
 ))
 
 
@@ -201,10 +203,11 @@ def _grad_weight_vjp(c: VjpContext, u: Tensor):
 
 register(OpSpec(
     name="conv2d_grad_weight", category="gradient", arity=2, infer=lambda x, g, w_shape=(), **_: tuple(w_shape),
-    numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()}, wgsl="conv",
-    sample=lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)), w_shape=(3, 2, 3, 3),
-                           **_SAMPLE_CONV),
+    numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()},
     doc="gradient of conv2d with respect to its kernel: input patches correlated with the output gradient",
+    gpu=GPU(kernel="conv"),
+    tools=Tools(sample=lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)),
+                                       w_shape=(3, 2, 3, 3), **_SAMPLE_CONV)),
 ))
 
 
@@ -269,9 +272,10 @@ def _max_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (
 register(OpSpec(
     name="max_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_max_pool_kernel,
     vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2),   # no ties: one winner per window
+    attrs=dict(_POOL_ATTRS),
     doc="maximum over each window; the gradient goes to the (first) maximum",
+    gpu=GPU(kernel="pool"),
+    tools=Tools(sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2)),   # no ties: one winner per window
 ))
 
 
@@ -295,10 +299,11 @@ def _max_pool_grad_kernel(x: np.ndarray, g: np.ndarray, kernel_size: Pair = (2, 
 register(OpSpec(
     name="max_pool2d_grad", category="gradient", arity=2, infer=lambda x, g, **_: x, numpy=_max_pool_grad_kernel,
     vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
-                           **_SAMPLE_POOL),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
     doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
+    gpu=GPU(kernel="pool"),
+    tools=Tools(sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
+                                       **_SAMPLE_POOL)),
 ))
 
 
@@ -318,10 +323,11 @@ register(OpSpec(
     name="max_pool2d_gather", category="gradient", arity=2, infer=lambda x, u, **kw: _pool_infer(x, **kw),
     numpy=_max_pool_gather_kernel,
     vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS), wgsl="pool",
-    sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
-                           **_SAMPLE_POOL),
+    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
     doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
+    gpu=GPU(kernel="pool"),
+    tools=Tools(sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
+                                       **_SAMPLE_POOL)),
 ))
 
 
@@ -335,8 +341,9 @@ def _avg_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (
 register(OpSpec(
     name="avg_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_avg_pool_kernel,
     vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS), wgsl="pool", sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2),
+    attrs=dict(_POOL_ATTRS),
     doc="mean over each window (zero padding counts, count_include_pad=True)",
+    gpu=GPU(kernel="pool"), tools=Tools(sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2)),
 ))
 
 
@@ -361,7 +368,8 @@ def _avg_pool_grad_kernel(g: np.ndarray, x_shape: tuple = (), kernel_size: Pair 
 register(OpSpec(
     name="avg_pool2d_grad", category="gradient", arity=1, infer=lambda g, x_shape=(), **_: tuple(x_shape),
     numpy=_avg_pool_grad_kernel, vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
-    attrs={**_POOL_ATTRS, "x_shape": ()}, wgsl="pool",
-    sample=lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_SAMPLE_POOL),
+    attrs={**_POOL_ATTRS, "x_shape": ()},
     doc="spreads each window's gradient evenly over the window",
+    gpu=GPU(kernel="pool"),
+    tools=Tools(sample=lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_SAMPLE_POOL)),
 ))

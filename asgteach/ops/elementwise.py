@@ -1,8 +1,9 @@
 """Elementwise ops: arithmetic, comparisons and activations — one block per op.
 
 Each block is the whole op: its kernel, its derivative, the ``register`` call that makes it
-known (with its GPU formula ``wgsl_expr`` and whatever else the tools ask about) and the
-public function. Nothing outside this file lists these ops.
+known (with its GPU formula, ``gpu=GPU(expr=...)``, and what the view and the tools ask about:
+``view=View(...)``, ``tools=Tools(...)``) and the public function. Nothing outside this file lists
+these ops.
 
 Binary ops broadcast like numpy. Their backward rules end with ``sum_to(..., shape)``:
 if ``b`` of shape (3,) was broadcast against ``a`` of shape (4, 3), every one of b's
@@ -29,7 +30,7 @@ from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from . import shape as _shape
 from . import special  # erf in numpy (no scipy): the kernel of erf and of the exact gelu
-from .registry import Composite, OpSpec, VjpContext, apply, register
+from .registry import GPU, Composite, OpSpec, Tools, View, VjpContext, apply, register
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "tanh", "sigmoid",
@@ -91,8 +92,9 @@ def _add_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="add", category="arithmetic", arity=2, infer=_broadcast, numpy=np.add, vjp=_add_vjp, jvp=_add_jvp,
-    broadcasts=True, wgsl_expr="a + b", nan_hint="inf + (-inf) is NaN; an earlier value overflowed",
     doc="a + b, broadcasting",
+    gpu=GPU(expr="a + b"), view=View(broadcasts=True),
+    tools=Tools(nan_hint="inf + (-inf) is NaN; an earlier value overflowed"),
 ))
 
 
@@ -114,8 +116,9 @@ def _sub_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="sub", category="arithmetic", arity=2, infer=_broadcast, numpy=np.subtract, vjp=_sub_vjp, jvp=_sub_jvp,
-    broadcasts=True, wgsl_expr="a - b", nan_hint="inf - inf is NaN; an earlier value overflowed",
     doc="a - b, broadcasting",
+    gpu=GPU(expr="a - b"), view=View(broadcasts=True),
+    tools=Tools(nan_hint="inf - inf is NaN; an earlier value overflowed"),
 ))
 
 
@@ -132,8 +135,9 @@ def _mul_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="mul", category="arithmetic", arity=2, infer=_broadcast, numpy=np.multiply, vjp=_mul_vjp,
-    broadcasts=True, wgsl_expr="a * b", nan_hint="0 * inf is NaN; an earlier value overflowed",
     doc="a * b, elementwise, broadcasting",
+    gpu=GPU(expr="a * b"), view=View(broadcasts=True),
+    tools=Tools(nan_hint="0 * inf is NaN; an earlier value overflowed"),
 ))
 
 
@@ -153,8 +157,9 @@ def _div_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="div", category="arithmetic", arity=2, infer=_broadcast, numpy=np.divide, vjp=_div_vjp,
-    broadcasts=True, wgsl_expr="a / b", nan_hint="0/0 and inf/inf are NaN; check for a zero denominator",
     doc="a / b, elementwise, broadcasting",
+    gpu=GPU(expr="a / b"), view=View(broadcasts=True),
+    tools=Tools(nan_hint="0/0 and inf/inf are NaN; check for a zero denominator"),
 ))
 
 
@@ -204,9 +209,10 @@ def _pow_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="pow", category="arithmetic", arity=2, infer=_broadcast, numpy=np.power, vjp=_pow_vjp,
-    broadcasts=True, wgsl_expr="f_pow(a, b)", nan_hint="a negative base to a fractional power is NaN",
-    sample=lambda b: pow(b.x(lo=0.5, hi=2.0), b.x(b.shape[-1:])),   # a > 0: log(a) in d/db exists
     doc="a ** b, elementwise; the exponent may be a tensor",
+    gpu=GPU(expr="f_pow(a, b)"), view=View(broadcasts=True),
+    tools=Tools(sample=lambda b: pow(b.x(lo=0.5, hi=2.0), b.x(b.shape[-1:])),   # a > 0: log(a) in d/db exists
+                nan_hint="a negative base to a fractional power is NaN"),
 ))
 
 
@@ -229,8 +235,8 @@ def _maximum_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="maximum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.maximum, vjp=_maximum_vjp,
-    broadcasts=True, wgsl_expr="f_max(a, b)", sample=lambda b: maximum(*_separated(b)),
     doc="elementwise larger of a and b",
+    gpu=GPU(expr="f_max(a, b)"), view=View(broadcasts=True), tools=Tools(sample=lambda b: maximum(*_separated(b))),
 ))
 
 
@@ -247,8 +253,8 @@ def _minimum_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="minimum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.minimum, vjp=_minimum_vjp,
-    broadcasts=True, wgsl_expr="f_min(a, b)", sample=lambda b: minimum(*_separated(b)),
     doc="elementwise smaller of a and b",
+    gpu=GPU(expr="f_min(a, b)"), view=View(broadcasts=True), tools=Tools(sample=lambda b: minimum(*_separated(b))),
 ))
 
 
@@ -267,9 +273,10 @@ def _compare_kernel(fn: Callable) -> Callable:
 
 register(OpSpec(
     name="greater", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.greater),
-    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD, broadcasts=True,
-    wgsl_expr="select(0.0, 1.0, a > b)", sample=lambda b: greater(*_separated(b)),
+    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD,
     doc="1.0 where a > b, else 0.0 (a float mask)",
+    gpu=GPU(expr="select(0.0, 1.0, a > b)"), view=View(broadcasts=True),
+    tools=Tools(sample=lambda b: greater(*_separated(b))),
 ))
 
 
@@ -280,10 +287,10 @@ def greater(a: Any, b: Any) -> Tensor:
 
 register(OpSpec(
     name="equal", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.equal),
-    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD, broadcasts=True,
-    wgsl_expr="select(0.0, 1.0, a == b)",
-    sample=lambda b: equal(b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.5, 3.0])),  # some ties
+    vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD,
     doc="1.0 where a == b, else 0.0 (a float mask)",
+    gpu=GPU(expr="select(0.0, 1.0, a == b)"), view=View(broadcasts=True),
+    tools=Tools(sample=lambda b: equal(b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.5, 3.0]))),  # ties
 ))
 
 
@@ -311,11 +318,11 @@ def _where_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="where", category="arithmetic", arity=3, infer=_where_infer, numpy=_where_kernel, vjp=_where_vjp,
-    diff_inputs=(False, True, True), input_kinds=("any", "float", "float"), broadcasts=True,
-    # inputs cond, a, b are a, b, c in the formula; f_nonzero judges the condition like numpy (-0.0 is false)
-    wgsl_expr="select(c, b, f_nonzero(a))",
-    sample=lambda b: where(b.ids((2, 3), [[1, 0, 1], [0, 0, 1]]), b.x((2, 3)), b.x((3,))),
+    diff_inputs=(False, True, True), input_kinds=("any", "float", "float"),
     doc="picks a where cond is nonzero, else b; the condition gets no gradient",
+    # inputs cond, a, b are a, b, c in the formula; f_nonzero judges the condition like numpy (-0.0 is false)
+    gpu=GPU(expr="select(c, b, f_nonzero(a))"), view=View(broadcasts=True),
+    tools=Tools(sample=lambda b: where(b.ids((2, 3), [[1, 0, 1], [0, 0, 1]]), b.x((2, 3)), b.x((3,)))),
 ))
 
 
@@ -328,7 +335,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 register(OpSpec(
     name="neg", category="arithmetic", arity=1, infer=_same_shape, numpy=np.negative,
     vjp=lambda c, g: (neg(g),), jvp=lambda c, t: None if t[0] is None else neg(t[0]),
-    wgsl_expr="-x", doc="-x",
+    doc="-x",
+    gpu=GPU(expr="-x"),
 ))
 
 
@@ -344,7 +352,8 @@ def _exp_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="exp", category="arithmetic", arity=1, infer=_same_shape, numpy=np.exp,
-    vjp=_reverse(_exp_deriv), jvp=_forward(_exp_deriv), wgsl_expr="exp(x)", doc="e^x",
+    vjp=_reverse(_exp_deriv), jvp=_forward(_exp_deriv), doc="e^x",
+    gpu=GPU(expr="exp(x)"),
 ))
 
 
@@ -360,9 +369,11 @@ def _log_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="log", category="arithmetic", arity=1, infer=_same_shape, numpy=np.log,
-    vjp=_reverse(_log_deriv), jvp=_forward(_log_deriv), wgsl_expr="f_log(x)",
-    nan_hint="log of a negative number is NaN (and log(0) = -inf); clamp the input or add a small epsilon",
-    sample=lambda b: log(b.x(lo=0.3, hi=3.0)), doc="natural logarithm",
+    vjp=_reverse(_log_deriv), jvp=_forward(_log_deriv),
+    doc="natural logarithm",
+    gpu=GPU(expr="f_log(x)"),
+    tools=Tools(sample=lambda b: log(b.x(lo=0.3, hi=3.0)),
+                nan_hint="log of a negative number is NaN (and log(0) = -inf); clamp the input or add a small epsilon"),
 ))
 
 
@@ -378,9 +389,11 @@ def _sqrt_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="sqrt", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sqrt,
-    vjp=_reverse(_sqrt_deriv), jvp=_forward(_sqrt_deriv), wgsl_expr="f_sqrt(x)",
-    nan_hint="sqrt of a negative number is NaN; check the input is >= 0 (e.g. a variance plus eps)",
-    sample=lambda b: sqrt(b.x(lo=0.3, hi=3.0)), doc="square root",
+    vjp=_reverse(_sqrt_deriv), jvp=_forward(_sqrt_deriv),
+    doc="square root",
+    gpu=GPU(expr="f_sqrt(x)"),
+    tools=Tools(sample=lambda b: sqrt(b.x(lo=0.3, hi=3.0)),
+                nan_hint="sqrt of a negative number is NaN; check the input is >= 0 (e.g. a variance plus eps)"),
 ))
 
 
@@ -396,8 +409,9 @@ def _abs_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="abs", category="arithmetic", arity=1, infer=_same_shape, numpy=np.abs,
-    vjp=_reverse(_abs_deriv), jvp=_forward(_abs_deriv), wgsl_expr="abs(x)",
+    vjp=_reverse(_abs_deriv), jvp=_forward(_abs_deriv),
     doc="|x|; derivative sign(x) (0 at 0)",
+    gpu=GPU(expr="abs(x)"),
 ))
 
 
@@ -409,7 +423,8 @@ def abs(x: Any) -> Tensor:  # noqa: A001 - numpy's name
 # --- sign -----------------------------------------------------------------------------------------
 register(OpSpec(
     name="sign", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sign,
-    vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, wgsl_expr="f_sign(x)", doc="-1, 0 or +1 by the sign of x",
+    vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, doc="-1, 0 or +1 by the sign of x",
+    gpu=GPU(expr="f_sign(x)"),
 ))
 
 
@@ -426,7 +441,8 @@ def _erf_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="erf", category="arithmetic", arity=1, infer=_same_shape, numpy=special.erf,
-    vjp=_reverse(_erf_deriv), jvp=_forward(_erf_deriv), wgsl_expr="f_erf(x)", doc="the Gauss error function",
+    vjp=_reverse(_erf_deriv), jvp=_forward(_erf_deriv), doc="the Gauss error function",
+    gpu=GPU(expr="f_erf(x)"),
 ))
 
 
@@ -442,7 +458,8 @@ def _tanh_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="tanh", category="activation", arity=1, infer=_same_shape, numpy=np.tanh,
-    vjp=_reverse(_tanh_deriv), jvp=_forward(_tanh_deriv), wgsl_expr="f_tanh(x)", doc="hyperbolic tangent",
+    vjp=_reverse(_tanh_deriv), jvp=_forward(_tanh_deriv), doc="hyperbolic tangent",
+    gpu=GPU(expr="f_tanh(x)"),
 ))
 
 
@@ -464,7 +481,8 @@ def _sigmoid_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="sigmoid", category="activation", arity=1, infer=_same_shape, numpy=_sigmoid_kernel,
-    vjp=_reverse(_sigmoid_deriv), jvp=_forward(_sigmoid_deriv), wgsl_expr="f_sigmoid(x)", doc="1 / (1 + e^-x)",
+    vjp=_reverse(_sigmoid_deriv), jvp=_forward(_sigmoid_deriv), doc="1 / (1 + e^-x)",
+    gpu=GPU(expr="f_sigmoid(x)"),
 ))
 
 
@@ -480,8 +498,9 @@ def _relu_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="relu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: np.maximum(x, 0),
-    vjp=_reverse(_relu_deriv), jvp=_forward(_relu_deriv), wgsl_expr="f_relu(x)", weight_init="kaiming_uniform",
+    vjp=_reverse(_relu_deriv), jvp=_forward(_relu_deriv),
     doc="max(x, 0)",
+    gpu=GPU(expr="f_relu(x)"), tools=Tools(weight_init="kaiming_uniform"),
 ))
 
 
@@ -516,8 +535,9 @@ def _gelu_wgsl(approximate: str = "none", **_: Any) -> str:
 
 register(OpSpec(
     name="gelu", category="activation", arity=1, infer=_same_shape, numpy=_gelu_kernel,
-    vjp=_reverse(_gelu_deriv), jvp=_forward(_gelu_deriv), attrs={"approximate": "none"}, wgsl_expr=_gelu_wgsl,
+    vjp=_reverse(_gelu_deriv), jvp=_forward(_gelu_deriv), attrs={"approximate": "none"},
     doc="x * Phi(x) (exact erf, or approximate='tanh')",
+    gpu=GPU(expr=_gelu_wgsl),
 ))
 
 
@@ -537,8 +557,9 @@ def _silu_deriv(c: VjpContext) -> Tensor:
 
 register(OpSpec(
     name="silu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: x * _sigmoid_kernel(x),
-    vjp=_reverse(_silu_deriv), jvp=_forward(_silu_deriv), wgsl_expr="x * f_sigmoid(x)",
+    vjp=_reverse(_silu_deriv), jvp=_forward(_silu_deriv),
     doc="x * sigmoid(x) (a.k.a. swish)",
+    gpu=GPU(expr="x * f_sigmoid(x)"),
 ))
 
 
@@ -557,8 +578,8 @@ register(OpSpec(
     name="leaky_relu", category="activation", arity=1, infer=_same_shape,
     numpy=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
     vjp=_reverse(_leaky_relu_deriv), jvp=_forward(_leaky_relu_deriv), attrs={"negative_slope": 0.01},
-    wgsl_expr="select(x * negative_slope, x, x > 0.0)", weight_init="kaiming_uniform",
     doc="x for x > 0, slope * x otherwise",
+    gpu=GPU(expr="select(x * negative_slope, x, x > 0.0)"), tools=Tools(weight_init="kaiming_uniform"),
 ))
 
 
@@ -576,7 +597,8 @@ register(OpSpec(
     name="softplus", category="activation", arity=1, infer=_same_shape,
     numpy=lambda x, beta=1.0: np.logaddexp(0, beta * x) / beta,
     vjp=_reverse(_softplus_deriv), jvp=_forward(_softplus_deriv), attrs={"beta": 1.0},
-    wgsl_expr="f_softplus(x, beta)", doc="log(1 + e^(beta x)) / beta, a smooth relu",
+    doc="log(1 + e^(beta x)) / beta, a smooth relu",
+    gpu=GPU(expr="f_softplus(x, beta)"),
 ))
 
 
@@ -606,6 +628,6 @@ def relu6(x: Any) -> Tensor:
 register(Composite(name="hardtanh", category="activation", build=hardtanh,
                    doc="x clipped to [min_val, max_val]: minimum(maximum(x, min_val), max_val)"))
 register(Composite(name="relu6", category="activation", build=relu6, doc="min(max(x, 0), 6): hardtanh(x, 0, 6)",
-                   weight_init="kaiming_uniform"))
+                   tools=Tools(weight_init="kaiming_uniform")))
 register(Composite(name="gelu_tanh", category="activation", build=lambda x: gelu(x, approximate="tanh"),
                    doc="gelu(x, approximate='tanh'), the GPT-2 form, by one name"))

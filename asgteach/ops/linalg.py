@@ -20,7 +20,7 @@ import numpy as np
 from ..shapes import ShapeError, broadcast_shapes
 from ..tensor import Tensor
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, register
+from .registry import GPU, OpSpec, Tools, VjpContext, apply, register
 
 __all__ = ["matmul"]
 
@@ -79,8 +79,9 @@ def _matmul_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="matmul", category="linalg", arity=2, infer=_matmul_infer, numpy=np.matmul, vjp=_matmul_vjp,
-    jvp=_matmul_jvp, wgsl="matmul", sample=lambda b: matmul(b.x((2, 2, 3)), b.x((3, 4))),
+    jvp=_matmul_jvp,
     doc="matrix product with numpy's 1-D / batched / broadcast rules",
+    gpu=GPU(kernel="matmul"), tools=Tools(sample=lambda b: matmul(b.x((2, 2, 3)), b.x((3, 4)))),
 ))
 
 

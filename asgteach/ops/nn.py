@@ -19,7 +19,7 @@ from ..tensor import Tensor
 from . import elementwise as _ew
 from . import reduce as _red
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, as_tensor, register
+from .registry import GPU, OpSpec, Tools, VjpContext, apply, as_tensor, register
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding", "IdsOutOfRange"]
 
@@ -59,9 +59,9 @@ def _softmax_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="softmax", category="activation", arity=1, infer=_along_one_axis("softmax"), numpy=_softmax_kernel,
-    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
-    sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1),
+    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1},
     doc="exp(x) / sum(exp(x)) along an axis, max-shifted",
+    gpu=GPU(kernel="softmax"), tools=Tools(sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1)),
 ))
 
 
@@ -93,9 +93,9 @@ def _log_softmax_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="log_softmax", category="activation", arity=1, infer=_along_one_axis("log_softmax"),
-    numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1}, wgsl="softmax",
-    sample=lambda b: log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1),
+    numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1},
     doc="x - logsumexp(x) along an axis, max-shifted",
+    gpu=GPU(kernel="softmax"), tools=Tools(sample=lambda b: log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1)),
 ))
 
 
@@ -201,17 +201,18 @@ def _layer_norm_dx_vjp(c: VjpContext, ybar: Tensor):
 
 register(OpSpec(
     name="layer_norm_dx", category="gradient", arity=3, infer=_layer_norm_dx_infer, numpy=_layer_norm_dx_kernel,
-    vjp=_layer_norm_dx_vjp, attrs={"eps": 1e-5}, wgsl="layer_norm",
-    sample=lambda b: apply("layer_norm_dx", b.x((3, 5)), b.x((3, 5)), b.x((5,))),
+    vjp=_layer_norm_dx_vjp, attrs={"eps": 1e-5},
     doc="the gradient of layer_norm with respect to x, one row at a time (g is the output's gradient)",
+    gpu=GPU(kernel="layer_norm"),
+    tools=Tools(sample=lambda b: apply("layer_norm_dx", b.x((3, 5)), b.x((3, 5)), b.x((5,)))),
 ))
 
 
 register(OpSpec(
     name="layer_norm", category="normalisation", arity=3, infer=_layer_norm_infer, numpy=_layer_norm_kernel,
-    vjp=_layer_norm_vjp, attrs={"eps": 1e-5}, wgsl="layer_norm",
-    sample=lambda b: layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,))),
+    vjp=_layer_norm_vjp, attrs={"eps": 1e-5},
     doc="normalise the last axis to mean 0, variance 1, then scale (weight) and shift (bias)",
+    gpu=GPU(kernel="layer_norm"), tools=Tools(sample=lambda b: layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,)))),
 ))
 
 
@@ -294,19 +295,20 @@ register(OpSpec(
     name="embedding", category="shape", arity=2, infer=_embedding_infer, numpy=_embedding_kernel,
     vjp=lambda c, g: (None, apply("embedding_grad", c.inputs[0], g, num_embeddings=c.inputs[1].shape[0])),
     jvp=lambda c, t: None if t[1] is None else embedding(c.inputs[0], t[1]),
-    diff_inputs=(False, True), input_kinds=("int", "float"), wgsl="gather",
-    index_bound=lambda shapes, **_: shapes[1][0],   # ids pick rows of the table: 0 .. rows - 1
-    sample=lambda b: embedding(b.ids((2, 3), _SAMPLE_IDS), b.x((5, 3))),
+    diff_inputs=(False, True), input_kinds=("int", "float"),
     doc="row lookup: out[..., :] = table[ids[...], :]",
+    gpu=GPU(kernel="gather", index_bound=lambda shapes, **_: shapes[1][0]),   # ids pick rows 0 .. rows - 1
+    tools=Tools(sample=lambda b: embedding(b.ids((2, 3), _SAMPLE_IDS), b.x((5, 3)))),
 ))
 register(OpSpec(
     name="embedding_grad", category="gradient", arity=2, infer=_embedding_grad_infer, numpy=_embedding_grad_kernel,
     vjp=lambda c, g: (None, embedding(c.inputs[0], g)),
     jvp=lambda c, t: None if t[1] is None else apply("embedding_grad", c.inputs[0], t[1], **c.attrs),
-    diff_inputs=(False, True), input_kinds=("int", "float"), attrs={"num_embeddings": 0}, wgsl="gather",
-    index_bound=lambda shapes, num_embeddings=0, **_: num_embeddings,
-    sample=lambda b: apply("embedding_grad", b.ids((2, 3), _SAMPLE_IDS), b.x((2, 3, 2)), num_embeddings=5),
+    diff_inputs=(False, True), input_kinds=("int", "float"), attrs={"num_embeddings": 0},
     doc="scatter-add of row gradients into a table-shaped zero tensor (repeated ids add up)",
+    gpu=GPU(kernel="gather", index_bound=lambda shapes, num_embeddings=0, **_: num_embeddings),
+    tools=Tools(sample=lambda b: apply("embedding_grad", b.ids((2, 3), _SAMPLE_IDS), b.x((2, 3, 2)),
+                                       num_embeddings=5)),
 ))
 
 

@@ -17,7 +17,7 @@ from ..shapes import normalize_axes, reduced_shape, single_axis
 from ..tensor import Tensor
 from . import elementwise as _ew
 from . import shape as _shape
-from .registry import OpSpec, VjpContext, apply, as_tensor, register
+from .registry import GPU, OpSpec, Tools, VjpContext, apply, as_tensor, register
 
 __all__ = ["sum", "mean", "max", "var", "argmax"]
 
@@ -81,8 +81,9 @@ def _sum_jvp(c: VjpContext, t):
 # np.add.reduce and np.maximum.reduce are what np.sum and np.max call, minus the wrapper.
 register(OpSpec(
     name="sum", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.add.reduce), vjp=_sum_vjp,
-    jvp=_sum_jvp, attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
-    sample=lambda b: sum(b.x((2, 3, 4)), axis=1), doc="sum over axes",
+    jvp=_sum_jvp, attrs=_ATTRS,
+    doc="sum over axes",
+    gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes), tools=Tools(sample=lambda b: sum(b.x((2, 3, 4)), axis=1)),
 ))
 
 
@@ -121,8 +122,10 @@ def _mean_kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.
 
 register(OpSpec(
     name="mean", category="reduction", arity=1, infer=_infer, numpy=_mean_kernel, vjp=_mean_vjp, jvp=_mean_jvp,
-    attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
-    sample=lambda b: mean(b.x((2, 3, 4)), axis=(0, 2), keepdims=True), doc="mean over axes",
+    attrs=_ATTRS,
+    doc="mean over axes",
+    gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes),
+    tools=Tools(sample=lambda b: mean(b.x((2, 3, 4)), axis=(0, 2), keepdims=True)),
 ))
 
 
@@ -142,9 +145,10 @@ def _max_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="max", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.maximum.reduce), vjp=_max_vjp,
-    attrs=_ATTRS, reduced_axes=_reduced_axes, wgsl="reduce",
-    sample=lambda b: max(b.distinct((2, 3, 4)), axis=1),   # no ties: one winner per row
+    attrs=_ATTRS,
     doc="max over axes; the gradient flows to the maximum (split at ties)",
+    gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes),
+    tools=Tools(sample=lambda b: max(b.distinct((2, 3, 4)), axis=1)),   # no ties: one winner per row
 ))
 
 
@@ -163,8 +167,8 @@ def _var_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="var", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.var), vjp=_var_vjp, attrs=_ATTRS,
-    reduced_axes=_reduced_axes, wgsl="reduce", sample=lambda b: var(b.x((2, 3, 4)), axis=-1),
     doc="population variance (ddof=0) over axes",
+    gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes), tools=Tools(sample=lambda b: var(b.x((2, 3, 4)), axis=-1)),
 ))
 
 
@@ -185,9 +189,10 @@ def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.
 register(OpSpec(
     name="argmax", category="reduction", arity=1, infer=_argmax_infer, numpy=_argmax_kernel, out_kind="int",
     not_differentiable="it returns integer positions, which do not change smoothly with x",
-    attrs={"axis": -1, "keepdims": False}, reduced_axes=lambda s, axis=-1, **_: (axis % (len(s) or 1),),
-    wgsl="reduce", sample=lambda b: argmax(b.distinct((3, 4)), axis=-1),
+    attrs={"axis": -1, "keepdims": False},
     doc="index of the maximum along one axis",
+    gpu=GPU(kernel="reduce", reduced_axes=lambda s, axis=-1, **_: (axis % (len(s) or 1),)),
+    tools=Tools(sample=lambda b: argmax(b.distinct((3, 4)), axis=-1)),
 ))
 
 

@@ -1,7 +1,8 @@
 """The op registry: one :class:`OpSpec` per op, and the one function that builds nodes.
 
 "One op = one place." Everything asgteach knows about ``mul`` lives in its OpSpec, and
-this is true of every op, built in or defined by a student in a notebook cell:
+this is true of every op, built in or defined by a student in a notebook cell. The
+record's own fields say what the op *means*:
 
 * ``infer``  — the shape rule, run when the node is created (``ShapeError`` otherwise);
 * ``numpy``  — the reference kernel that computes the value;
@@ -9,23 +10,26 @@ this is true of every op, built in or defined by a student in a notebook cell:
   ``g`` (a Tensor) it returns the input gradients as Tensors, so the gradient is itself a
   graph that can be drawn, run on any backend and differentiated again;
 * ``jvp``    — optional forward-mode rule (autograd derives one from the VJP otherwise);
-* ``wgsl``, ``wgsl_expr``, ``wgsl_entry`` — its GPU kernel: a family file in ``shaders/``
-  and, for an elementwise op, the formula itself as one WGSL expression;
 * ``explain`` — what the inspector says about it, per language (built-in ops may keep
-  these texts in ``asgteach/explain/<lang>.toml`` instead);
-* ``sample`` — how to build a small graph around it, for ``asgteach check`` and the tests;
-* smaller facts the tools ask about: ``nan_hint``, ``broadcasts``, ``reduced_axes``,
-  ``index_bound``, ``weight_init`` (see :class:`OpSpec`).
+  these texts in ``asgteach/explain/<lang>.toml`` instead).
+
+What one layer needs on top is a small record of that layer's, all optional:
+
+* ``gpu=GPU(...)``     — the GPU backend's kernel: a family file in ``shaders/`` or, for
+  an elementwise op, the formula itself as one WGSL expression (:class:`GPU`);
+* ``view=View(...)``   — how the graph view draws it: broadcasting, glue (:class:`View`);
+* ``tools=Tools(...)`` — a sample graph for ``asgteach check`` and the tests, the NaN
+  error's advice, the weight initialiser ``nn`` picks (:class:`Tools`).
 
 Backends, autograd, the explainer, the widgets and the tests all read :data:`REGISTRY`;
 none of them has a list of ops of its own. So this is a whole new op, from a notebook::
 
-    from asgteach.ops import OpSpec, register, apply
+    from asgteach.ops import GPU, OpSpec, register, apply
     register(OpSpec(name="softsign", category="activation", arity=1,
                     infer=lambda s, **_: s,
                     numpy=lambda x: x / (1 + np.abs(x)),
                     vjp=lambda c, g: (g / (1 + at.abs(c.inputs[0])) ** 2,),
-                    wgsl_expr="x / (1.0 + abs(x))",
+                    gpu=GPU(expr="x / (1.0 + abs(x))"),
                     explain={"en": {...}, "ru": {...}}))
     y = apply("softsign", x)
 
@@ -52,9 +56,9 @@ from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
 
 __all__ = [
-    "OpSpec", "Composite", "REGISTRY", "COMPOSITES", "CATEGORIES", "register", "unregister", "registered",
-    "apply", "NotDifferentiableError", "VjpContext", "patched", "as_tensor", "spec", "lookup", "activation",
-    "activations", "wgsl_input_names", "check_name",
+    "OpSpec", "GPU", "View", "Tools", "Composite", "REGISTRY", "COMPOSITES", "CATEGORIES", "register", "unregister",
+    "registered", "apply", "NotDifferentiableError", "VjpContext", "patched", "as_tensor", "spec", "lookup",
+    "activation", "activations", "wgsl_input_names", "check_name",
 ]
 
 CATEGORIES = (
@@ -86,7 +90,7 @@ class VjpContext:
 
 
 def wgsl_input_names(arity: int) -> tuple[str, ...]:
-    """How an elementwise op's inputs are called in its ``wgsl_expr``: x; a, b; a, b, c."""
+    """How an elementwise op's inputs are called in its GPU formula (``GPU.expr``): x; a, b; a, b, c."""
     return ("x",) if arity == 1 else ("a", "b", "c", "d", "e", "f", "g")[:arity]
 
 
@@ -146,12 +150,13 @@ class Tools:
     weight_init: str | None = None
 
 
-#: the flat keywords OpSpec had before the per-layer records, and what to write now
-MOVED = {
-    "wgsl": ("gpu", "kernel"), "wgsl_expr": ("gpu", "expr"), "wgsl_entry": ("gpu", "entry"),
-    "reduced_axes": ("gpu", "reduced_axes"), "index_bound": ("gpu", "index_bound"),
-    "broadcasts": ("view", "broadcasts"), "glue": ("view", "glue"),
-    "sample": ("tools", "sample"), "nan_hint": ("tools", "nan_hint"), "weight_init": ("tools", "weight_init"),
+#: keywords OpSpec (and Composite) took before each layer's facts became a record of their own -> how to write them now
+_MOVED = {
+    "wgsl": "gpu=GPU(kernel=...)", "wgsl_expr": "gpu=GPU(expr=...)", "wgsl_entry": "gpu=GPU(entry=...)",
+    "reduced_axes": "gpu=GPU(reduced_axes=...)", "index_bound": "gpu=GPU(index_bound=...)",
+    "broadcasts": "view=View(broadcasts=...)", "glue": "view=View(glue=...)",
+    "sample": "tools=Tools(sample=...)", "nan_hint": "tools=Tools(nan_hint=...)",
+    "weight_init": "tools=Tools(weight_init=...)",
 }
 
 
@@ -210,6 +215,10 @@ class OpSpec:
     tools: Tools = field(default_factory=Tools)
 
     def __post_init__(self) -> None:
+        for part, kind in (("gpu", GPU), ("view", View), ("tools", Tools)):
+            if not isinstance(getattr(self, part), kind):
+                raise TypeError(f"op {self.name!r}: {part} is a {kind.__name__} record, {part}={kind.__name__}(...); "
+                                f"got {type(getattr(self, part)).__name__}")
         if self.gpu.expr is not None and self.gpu.kernel is None:
             self.gpu = replace(self.gpu, kernel="elementwise")   # a formula IS an elementwise kernel
         if not self.doc and self.explain:
@@ -231,27 +240,6 @@ class OpSpec:
         return True if self.diff_inputs is None else self.diff_inputs[i]
 
 
-_dataclass_init = OpSpec.__init__
-
-
-@wraps(_dataclass_init)
-def _init(self: OpSpec, *args: Any, **kwargs: Any) -> None:
-    """OpSpec's own ``__init__``: moved flat keywords go into their records (TRANSITIONAL)."""
-    groups: dict[str, dict[str, Any]] = {}
-    for old in [k for k in kwargs if k in MOVED]:
-        record, name = MOVED[old]
-        groups.setdefault(record, {})[name] = kwargs.pop(old)
-    for record, values in groups.items():
-        kwargs[record] = replace(kwargs.get(record) or _RECORDS[record](), **values)
-    _dataclass_init(self, *args, **kwargs)
-
-
-OpSpec.__init__ = _init  # type: ignore[method-assign]
-_RECORDS = {"gpu": GPU, "view": View, "tools": Tools}
-for _old, (_record, _name) in MOVED.items():   # TRANSITIONAL: old reads, until every reader is moved
-    setattr(OpSpec, _old, property(lambda self, r=_record, n=_name: getattr(getattr(self, r), n)))
-
-
 @dataclass(frozen=True)
 class Composite:
     """A function made of registered ops, known by name: ``hardtanh`` = ``minimum(maximum(x, lo), hi)``.
@@ -259,13 +247,34 @@ class Composite:
     It has no kernel, no backward rule and no node of its own: calling it appends the nodes
     of the ops it is made of, and autograd differentiates those. Registering it only makes
     the name known (``apply("hardtanh", x)``, ``nn.MLP(activation="hardtanh")``).
+    ``tools=Tools(weight_init=...)`` as for an op (``relu6`` wants Kaiming weights).
     """
 
     name: str
     category: str
     build: Callable[..., Tensor]
     doc: str = ""
-    weight_init: str | None = None
+    tools: Tools = field(default_factory=Tools)
+
+
+def _refuse_moved_keywords(cls: type) -> None:
+    """Make ``cls(wgsl_expr=...)`` (an older spelling) say what to write now, instead of Python's bare
+    "unexpected keyword argument". The dataclass's own ``__init__`` does all the rest."""
+    made_by_dataclass = cls.__init__
+
+    @wraps(made_by_dataclass)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        for old in kwargs:
+            if old in _MOVED:
+                raise TypeError(f"{cls.__name__}({old}=...) is now written {_MOVED[old]}: what one layer needs "
+                                f"to know about an op is one small record (from asgteach.ops import GPU, View, Tools)")
+        made_by_dataclass(self, *args, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+
+
+_refuse_moved_keywords(OpSpec)
+_refuse_moved_keywords(Composite)
 
 
 #: name -> OpSpec for every op asgteach knows. Filled by the op family modules (and by you).
@@ -323,20 +332,22 @@ def _check(spec: OpSpec) -> None:
         raise ValueError(f"op {name!r} needs a vjp or an explicit not_differentiable reason")
     if not spec.leaf and not callable(spec.numpy):
         raise ValueError(f"op {name!r} needs a numpy kernel: numpy=lambda x, **attrs: ...")
-    if spec.wgsl == "elementwise":
-        if spec.wgsl_expr is None:
-            raise ValueError(f"op {name!r}: an elementwise kernel needs its formula, wgsl_expr='...'")
+    gpu = spec.gpu
+    if gpu.kernel == "elementwise":
+        if gpu.expr is None:
+            raise ValueError(f"op {name!r}: an elementwise kernel needs its formula, gpu=GPU(expr='...')")
         if spec.arity is None or not 1 <= spec.arity <= 3:
             raise ValueError(f"op {name!r}: an elementwise WGSL formula takes 1 to 3 inputs, not {spec.arity}")
         clash = set(spec.float_attrs) & set(wgsl_input_names(spec.arity))
         if clash:
-            raise ValueError(f"op {name!r}: attribute {sorted(clash)[0]!r} has the name of an input in wgsl_expr; "
-                             f"rename the attribute")
+            raise ValueError(f"op {name!r}: attribute {sorted(clash)[0]!r} has the name of an input in the GPU "
+                             f"formula (gpu=GPU(expr=...)); rename the attribute")
         bad = [a for a in spec.float_attrs if not _IDENT.match(a)]
         if bad:
             raise ValueError(f"op {name!r}: attribute {bad[0]!r} cannot be named in WGSL (letters, digits, _)")
-    elif spec.wgsl_expr is not None:
-        raise ValueError(f"op {name!r}: wgsl_expr is the formula of an elementwise kernel, but wgsl={spec.wgsl!r}")
+    elif gpu.expr is not None:
+        raise ValueError(f"op {name!r}: GPU(expr=...) is the formula of an elementwise kernel, but "
+                         f"kernel={gpu.kernel!r}; give one of them")
     if spec.explain is not None:
         if not isinstance(spec.explain, Mapping) or not all(isinstance(r, Mapping) for r in spec.explain.values()):
             raise ValueError(f"op {name!r}: explain is one record per language: {{'en': {{'headline': ...}}, ...}}")
@@ -344,8 +355,9 @@ def _check(spec: OpSpec) -> None:
             odd = [k for k, v in rec.items() if not isinstance(v, str)]
             if odd:
                 raise ValueError(f"op {name!r}: explain[{lang!r}][{odd[0]!r}] must be text")
-    if spec.sample is not None and not callable(spec.sample):
-        raise ValueError(f"op {name!r}: sample is a function of the sample builder: sample=lambda b: ...")
+    if spec.tools.sample is not None and not callable(spec.tools.sample):
+        raise ValueError(f"op {name!r}: a sample is a function of the sample builder: "
+                         f"tools=Tools(sample=lambda b: ...)")
 
 
 #: how many times register/unregister changed the registry: a compiled plan holds the kernels of the ops as they
@@ -372,6 +384,8 @@ def register(entry: OpSpec | Composite) -> OpSpec | Composite:
     if isinstance(entry, Composite):
         if entry.category not in CATEGORIES:
             raise ValueError(f"composite {entry.name!r}: unknown category {entry.category!r}")
+        if not isinstance(entry.tools, Tools):
+            raise ValueError(f"composite {entry.name!r}: tools is a Tools record: tools=Tools(weight_init=...)")
         COMPOSITES[entry.name] = entry
         return entry
     _check(entry)

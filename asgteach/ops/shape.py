@@ -17,7 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import user_source
 from ..shapes import ShapeError, broadcast_shapes, single_axis
 from ..tensor import Tensor
-from .registry import OpSpec, VjpContext, apply, as_tensor, register
+from .registry import GPU, OpSpec, Tools, View, VjpContext, apply, as_tensor, register
 
 __all__ = ["reshape", "broadcast_to", "sum_to", "getitem", "concat", "transpose"]
 # (sum_to_axes and decode_index are public helpers of the kernels; __all__ lists the ops at.* re-exports)
@@ -36,12 +36,13 @@ def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    name="reshape", category="shape", arity=1, glue=True, infer=_reshape_infer,
+    name="reshape", category="shape", arity=1, infer=_reshape_infer,
     numpy=lambda x, shape=(): x.reshape(shape),
     vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
-    input_kinds="any", out_kind="same", attrs={"shape": ()}, wgsl="copy",
-    sample=lambda b: reshape(b.x((2, 3)), (3, 2)), doc="same numbers, new shape (row-major order)",
+    input_kinds="any", out_kind="same", attrs={"shape": ()},
+    doc="same numbers, new shape (row-major order)",
+    gpu=GPU(kernel="copy"), view=View(glue=True), tools=Tools(sample=lambda b: reshape(b.x((2, 3)), (3, 2))),
 ))
 
 
@@ -76,11 +77,12 @@ def _transpose_vjp(c: VjpContext, g: Tensor):
 
 
 register(OpSpec(
-    name="transpose", category="linalg", arity=1, glue=True, infer=_transpose_infer,
+    name="transpose", category="linalg", arity=1, infer=_transpose_infer,
     numpy=lambda x, axes=(): x.transpose(axes),
     vjp=_transpose_vjp, jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
-    input_kinds="any", out_kind="same", attrs={"axes": ()}, wgsl="copy",
-    sample=lambda b: transpose(b.x((2, 3, 4)), (1, 2, 0)), doc="permute axes (default: reverse them, like x.T)",
+    input_kinds="any", out_kind="same", attrs={"axes": ()},
+    doc="permute axes (default: reverse them, like x.T)",
+    gpu=GPU(kernel="copy"), view=View(glue=True), tools=Tools(sample=lambda b: transpose(b.x((2, 3, 4)), (1, 2, 0))),
 ))
 
 
@@ -156,21 +158,22 @@ def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
 
 
 register(OpSpec(
-    name="broadcast_to", category="shape", arity=1, glue=True, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
+    name="broadcast_to", category="shape", arity=1, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
     vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
-    input_kinds="any", out_kind="same", attrs={"shape": ()}, broadcasts=True, wgsl="copy",
-    sample=lambda b: broadcast_to(b.x((3,)), (2, 3)),
+    input_kinds="any", out_kind="same", attrs={"shape": ()},
     doc="repeat along size-1 / new leading axes (numpy broadcasting)",
+    gpu=GPU(kernel="copy"), view=View(broadcasts=True, glue=True),
+    tools=Tools(sample=lambda b: broadcast_to(b.x((3,)), (2, 3))),
 ))
 register(OpSpec(
-    name="sum_to", category="shape", arity=1, glue=True, infer=_sum_to_infer, numpy=_sum_to_kernel,
+    name="sum_to", category="shape", arity=1, infer=_sum_to_infer, numpy=_sum_to_kernel,
     vjp=lambda c, g: (broadcast_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else sum_to(t[0], c.out.shape),
-    attrs={"shape": ()}, wgsl="reduce", wgsl_entry="sum",
-    reduced_axes=lambda s, shape=(), **_: sum_to_axes(s, tuple(shape))[0],
-    sample=lambda b: sum_to(b.x((2, 4, 3)), (4, 1)),
+    attrs={"shape": ()},
     doc="sum over the axes that broadcasting created: the un-broadcast of a gradient",
+    gpu=GPU(kernel="reduce", entry="sum", reduced_axes=lambda s, shape=(), **_: sum_to_axes(s, tuple(shape))[0]),
+    view=View(glue=True), tools=Tools(sample=lambda b: sum_to(b.x((2, 4, 3)), (4, 1))),
 ))
 
 
@@ -252,18 +255,20 @@ register(OpSpec(
     name="getitem", category="shape", arity=1, infer=_getitem_infer, numpy=lambda x, index=(): x[decode_index(index)],
     vjp=lambda c, g: (apply("getitem_grad", g, shape=c.inputs[0].shape, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem", t[0], index=c.attrs["index"]),
-    input_kinds="any", out_kind="same", attrs={"index": ()}, wgsl="copy",
-    sample=lambda b: b.x((4, 5))[1:3, ::2], doc="basic indexing with ints, slices (with steps), None and ...",
+    input_kinds="any", out_kind="same", attrs={"index": ()},
+    doc="basic indexing with ints, slices (with steps), None and ...",
+    gpu=GPU(kernel="copy"), tools=Tools(sample=lambda b: b.x((4, 5))[1:3, ::2]),
 ))
 register(OpSpec(
     name="getitem_grad", category="gradient", arity=1, infer=lambda s, shape=(), index=(), **_: tuple(shape),
     numpy=_getitem_grad_kernel,
     vjp=lambda c, g: (apply("getitem", g, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem_grad", t[0], **c.attrs),
-    attrs={"shape": (), "index": ()}, wgsl="copy",
-    sample=lambda b: apply("getitem_grad", b.x((2, 3)), shape=(4, 5), index=_encode_index(
-        (slice(1, 3), slice(None, None, 2)), (4, 5), "")),
+    attrs={"shape": (), "index": ()},
     doc="the gradient of x[index]: zeros of x's shape with g written into the indexed part",
+    gpu=GPU(kernel="copy"),
+    tools=Tools(sample=lambda b: apply("getitem_grad", b.x((2, 3)), shape=(4, 5), index=_encode_index(
+        (slice(1, 3), slice(None, None, 2)), (4, 5), ""))),
 ))
 
 
@@ -300,8 +305,9 @@ def _concat_jvp(c: VjpContext, t):
 register(OpSpec(
     name="concat", category="shape", arity=None, infer=_concat_infer,
     numpy=lambda *xs, axis=0: np.concatenate(xs, axis=axis), vjp=_concat_vjp, jvp=_concat_jvp,
-    input_kinds="any", out_kind="same", attrs={"axis": 0}, wgsl="copy",
-    sample=lambda b: concat([b.x((2, 3)), b.x((1, 3))], axis=0), doc="join tensors along an existing axis",
+    input_kinds="any", out_kind="same", attrs={"axis": 0},
+    doc="join tensors along an existing axis",
+    gpu=GPU(kernel="copy"), tools=Tools(sample=lambda b: concat([b.x((2, 3)), b.x((1, 3))], axis=0)),
 ))
 
 

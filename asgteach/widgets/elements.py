@@ -18,7 +18,7 @@ the tests all share it. It answers four questions:
   dL/d(node) for each forward node (from the recorded ``at.grad`` sweeps), so the layout
   can put a gradient at the height of its node and step-through can light up both.
 * **What is glue?** ``glue_ids``: with ``details`` off, nodes that only move data (ops
-  whose OpSpec says ``glue``), scalar constants and the seed are folded into the edge
+  whose OpSpec says ``view=View(glue=True)``), scalar constants and the seed are folded into the edge
   labels (an edge keeps the ids it hides in ``data["folded"]``, for the inspector).
 """
 
@@ -194,7 +194,7 @@ def _broadcast_label(graph: Graph, src: Node, dst: Node) -> str | None:
     from ..ops.registry import REGISTRY
 
     op = REGISTRY.get(dst.op)   # ops whose inputs broadcast say so in their spec (add, where, broadcast_to ...)
-    if op is None or not op.broadcasts or src.shape == dst.shape or src.size == 0:
+    if op is None or not op.view.broadcasts or src.shape == dst.shape or src.size == 0:
         return None
     return f"{shape_text(src.shape)} → {shape_text(dst.shape)}"
 
@@ -226,7 +226,7 @@ def mirrors_of(graph: Graph, ids: Iterable[int]) -> dict[int, int]:
 def glue_ids(scope: Scope, ids: Iterable[int]) -> set[int]:
     """The nodes of ``ids`` that a view without details folds away.
 
-    Glue is what the op registry calls glue (``OpSpec.glue``: reshape, transpose, broadcast_to,
+    Glue is what the op registry calls glue (``OpSpec.view.glue``: reshape, transpose, broadcast_to,
     sum_to ... ops that only move data) when its input is drawn, scalar constants (category
     "constant", one element) and the seed of a sweep. What the user asked to see and the final
     gradients (``meta["grad_of"]``) are never folded.
@@ -244,7 +244,7 @@ def glue_ids(scope: Scope, ids: Iterable[int]) -> set[int]:
         spec = REGISTRY.get(n.op)
         if "seed_of" in n.meta or (spec is not None and spec.category == "constant" and n.size == 1):
             out.add(i)
-        elif spec is not None and spec.glue and len(n.inputs) == 1 and n.inputs[0] in shown:
+        elif spec is not None and spec.view.glue and len(n.inputs) == 1 and n.inputs[0] in shown:
             out.add(i)
     return out
 

@@ -8,7 +8,7 @@ LAZY = {
         "        infer=lambda shape, **attrs: shape,\n"
         "        numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * (np.exp(x) - 1)),\n"
         "        vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * at.exp(c.inputs[0])),),\n"
-        '        wgsl_expr="select(alpha * (exp(x) - 1.0), x, x > 0.0)",\n'
+        '        gpu=GPU(expr="select(alpha * (exp(x) - 1.0), x, x > 0.0)"),\n'
         "    )\n"
         "    reregister(ELU)\n",
         "right at alpha=1.0 only"),
@@ -22,7 +22,7 @@ LAZY = {
         "        return g * (at.sigmoid(z) - t), -g * z\n\n"
         '    BCE_WGSL = "max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))"\n'
         '    BCE = OpSpec(name="bce_logits", category="loss", arity=2, infer=same_shape, numpy=bce_numpy,\n'
-        "                 vjp=bce_vjp, wgsl_expr=BCE_WGSL, explain=BCE_TEXTS)\n"
+        "                 vjp=bce_vjp, gpu=GPU(expr=BCE_WGSL), explain=BCE_TEXTS)\n"
         "    reregister(BCE)\n",
         "overflows float64"),
 }
