@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from . import hooks
 from .graph import Graph, user_source
 from .ops import shape as _shape
 from .ops.leaves import constant
@@ -83,10 +84,6 @@ def accumulate(parts: list[Tensor], node_id: int, graph: Graph) -> Tensor:
     return total
 
 
-#: how the reverse sweep combines a node's contributions (``accumulation`` replaces it for a while)
-_combine: Callable[[list[Tensor], int, Graph], Tensor] = accumulate
-
-
 @contextmanager
 def accumulation(rule: Callable[[list[Tensor], int, Graph], Tensor]) -> Iterator[None]:
     """Inside the block, ``grad`` combines each node's contributions with ``rule`` instead of summing.
@@ -101,14 +98,14 @@ def accumulation(rule: Callable[[list[Tensor], int, Graph], Tensor]) -> Iterator
         with autograd.accumulation(last_one_wins):
             report = at.gradcheck(loss, [x], feeds)   # wrong wherever a value is used twice
 
-    Leaving the block restores the previous rule, also after an error. Blocks nest.
+    Leaving the block restores the previous rule, also after an error. Blocks nest. (The rule is
+    handed down to ``grad`` through ``hooks.accumulate``, read at each node.)
     """
-    global _combine
-    previous, _combine = _combine, rule
+    previous, hooks.accumulate = hooks.accumulate, rule
     try:
         yield
     finally:
-        _combine = previous
+        hooks.accumulate = previous
 
 
 def _blocked_error(graph: Graph, node_id: int, x_names: str) -> NotDifferentiableError:
@@ -156,7 +153,8 @@ def grad(
     for node_id in sorted(active, reverse=True):
         if node_id not in sent:
             continue
-        g = grads[node_id] = _combine(sent[node_id], node_id, graph)   # fan-out: sum, not overwrite
+        combine = hooks.accumulate or accumulate                # (a bug hunt may have swapped the sum)
+        g = grads[node_id] = combine(sent[node_id], node_id, graph)    # fan-out: sum, not overwrite
         node = graph.nodes[node_id]
         op = spec(node.op)
         needs = tuple(i in active and op.differentiable_input(k) for k, i in enumerate(node.inputs))

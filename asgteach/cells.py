@@ -5,19 +5,20 @@ as long as the kernel. Students re-run cells all the time - again, out of order,
 editing them - so that graph must not remember old runs in ways that change new ones:
 
 * **Each cell owns the names it binds.** When a cell starts, the input and parameter
-  names its previous run bound are released (``Graph.begin_cell``), so re-building
+  names its previous run bound are released (``Session.begin_cell``), so re-building
   ``at.nn.MLP(..., name="mlp")`` makes ``mlp.0.weight`` again as if for the first time,
   unnamed layers get the same automatic names, and ``{"x": X}`` feeds the newest ``x``.
-* **What no live Tensor reaches is released** after each cell (``Graph.collect``): the
+* **What no live Tensor reaches is released** after each cell (``graph.collect()``): the
   constants of old runs and the plans compiled for them go, so memory stays bounded.
 
 A cell is known by Jupyter's cell id when the front end sends one, else by its text (the
 same text typed again in a terminal IPython is the same cell). Outside IPython nothing
-here runs: a script gets the plain rules of :class:`~asgteach.graph.Graph` (newest name
-wins, with a notice; the default graph collects when its constants grow).
+here runs: a script gets the plain rules of the default graph's session (:mod:`asgteach.session`:
+newest name wins, with a notice; the default graph collects when its constants grow).
 
 This module hooks IPython's ``pre_run_cell`` / ``post_run_cell`` events the first time
-the default graph is used inside a shell; ``attach(shell)`` does it by hand.
+the default graph is used inside a shell (it hands its look for a shell down
+as ``hooks.on_default_use``); ``attach(shell)`` does it by hand.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import sys
 import weakref
 from typing import Any
 
-from . import graph as _graph
+from . import hooks
 from .backends import cached_plans
+from .session import global_default_graph
 
 __all__ = ["attach", "cell_key"]
 
@@ -47,12 +49,13 @@ def cell_key(info: Any) -> str:
 
 
 def _pre_run_cell(info: Any) -> None:
-    _graph.global_default_graph().begin_cell(cell_key(info))  # the default graph itself, even inside a `with`
+    g = global_default_graph()  # the default graph itself, even inside a `with`
+    g.session.begin_cell(g, cell_key(info))
 
 
 def _post_run_cell(result: Any) -> None:
-    g = _graph.global_default_graph()
-    g.end_cell()
+    g = global_default_graph()
+    g.session.end_cell()
     if len(g.nodes) != _nodes_after_cell.get(g, 0):  # nothing new: nothing to sweep
         g.collect()
         _nodes_after_cell[g] = len(g.nodes)
@@ -99,7 +102,8 @@ def _notice_shell() -> None:
         # this cell's pre_run_cell fired before we listened: make it the current cell now
         key = _current_cell(shell)
         if key is not None:
-            _graph.global_default_graph().begin_cell(key)
+            g = global_default_graph()
+            g.session.begin_cell(g, key)
 
 
-_graph.on_default_use = _notice_shell
+hooks.on_default_use = _notice_shell

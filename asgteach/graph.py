@@ -1,54 +1,40 @@
 """The Abstract Semantic Graph (ASG): nodes and the graph that holds them.
 
-asgteach is *define-then-run*: calling ``at.relu(x @ w)`` computes nothing. It appends
-nodes to a :class:`Graph`, and only a backend (``at.run``) later turns the graph into
-numbers. Keeping the whole computation as data is what lets us draw it, check its
-shapes before anything runs, differentiate it into a second graph, and run it on
-different hardware.
+asgteach is *define-then-run*: calling ``at.relu(x @ w)`` computes nothing. It appends nodes to a
+:class:`Graph`, and only a backend (``at.run``) later turns the graph into numbers. Keeping the whole
+computation as data is what lets us draw it, check its shapes before anything runs, differentiate it
+into a second graph, and run it on different hardware. Two rules keep the graph simple:
 
-Two rules keep the graph simple:
+* **Append-only.** A node is never changed or removed once added. A node can only use nodes that
+  already exist, so the order of ``graph.nodes`` is always a valid topological order: walking it
+  front to back evaluates the graph, walking it back to front is reverse-mode autodiff.
+* **Every node remembers where the user created it** (``node.source``, ``file:line``), so an error
+  about a node can point at the line of the user's code that made it.
 
-* **Append-only.** A node is never changed or removed once added. A node can only use
-  nodes that already exist, so the order of ``graph.nodes`` is always a valid
-  topological order: walking it front to back evaluates the graph, walking it back to
-  front is reverse-mode autodiff.
-* **Every node remembers where the user created it** (``node.source``, ``file:line``),
-  so an error about a node can point at the line of the user's code that made it.
+A name means the newest node of that name: ``graph.find("x")`` and by-name feeds (``{"x": X}``) bind
+to the most recently created input or parameter called "x". How a graph is *used* is its session's
+business (``graph.session``, session.py): which Tensors are alive, which notebook cell bound which
+name, when a parameter's name may move on to a new parameter, and what ``graph.collect()`` releases.
 
-Names and memory (the rules a notebook needs, written out in docs/DESIGN.md):
-
-* **A name means the newest node of that name.** ``graph.find("x")`` and by-name feeds
-  (``{"x": X}``) bind to the most recently created input or parameter called "x". In the
-  default graph, re-creating a parameter of an existing name replaces the old one (with a
-  one-line notice, unless the same notebook cell made the old one); in an explicit
-  ``with at.Graph()`` block two parameters of one name are an error naming both lines.
-* **What no live Tensor can reach is released.** Nodes stay (ids never change), but
-  ``graph.collect()`` drops the stored values of constants that no live :class:`Tensor`
-  depends on; backends drop their compiled plans for such nodes. The default graph
-  collects by itself (after each notebook cell, and when its constants grow).
-
-This module is the bottom of the stack: of asgteach it imports only :mod:`asgteach.source`
-(which finds the user's line). Whatever sits above and must reach down here comes to it:
-the op registry (``registered_ops``) and the notebook display (``display_hook``).
+This module is the bottom of the stack: of asgteach it imports only leaves (the user's source line,
+:mod:`asgteach.hooks`) and its own unit (session.py, graph_json.py). Whatever sits above and must
+reach down here is handed down through :mod:`asgteach.hooks`.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import threading
-import warnings
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import Any, Collection, Iterator
 
 import numpy as np
 
+from . import hooks
+# the default graph and the `with` stack belong to the session (re-exported: ops import them from here)
+from .session import NameReboundWarning, Session, default_graph, global_default_graph, graph_stack, reset_default_graph
 from .source import source_line_text, user_source  # re-exported: `from asgteach.graph import user_source` still works
-
-if TYPE_CHECKING:
-    from .tensor import Tensor
 
 __all__ = [
     "Node", "Graph", "default_graph", "global_default_graph", "reset_default_graph", "PHASES", "DTYPES",
@@ -61,6 +47,7 @@ PHASES = ("forward", "backward")
 #: chosen when the graph runs, from the feeds: the same graph runs in float32 for speed
 #: and in float64 for gradient checks.
 DTYPES = ("float", "int")
+
 
 @dataclass
 class Node:
@@ -103,10 +90,6 @@ class Node:
         return f"{self.op} {label} #{self.id} {self.shape} at {self.source}".replace("  ", " ")
 
 
-class NameReboundWarning(UserWarning):
-    """A parameter name of the default graph now means a newer parameter (see :class:`Graph`)."""
-
-
 class ReleasedError(RuntimeError):
     """A node's stored value was released by ``graph.collect()`` (no live Tensor reached it)."""
 
@@ -126,15 +109,11 @@ class Graph:
     ['input', 'mul', 'sum']
 
     Ops called outside any ``with Graph()`` block go to a process-wide default graph
-    (``at.default_graph()``), which is made for notebooks: it lets a name be re-used
-    (``rebind=True``: the newest parameter of a name replaces the old one) and it releases
-    by itself what no live Tensor can reach (``auto_collect=True``). An explicit graph is
-    strict: a second parameter of the same name is an error.
+    (``at.default_graph()``), made for notebooks: its session lets a name be re-used (``rebind=True``:
+    the newest parameter of a name replaces the old one) and releases by itself what no live Tensor
+    can reach (``auto_collect=True``); see session.py. An explicit graph is strict: a second parameter
+    of the same name is an error.
     """
-
-    #: the default graph collects when its constants grew by this much since the last sweep
-    #: (or by as much as survived that sweep, if more): memory stays within ~2x of what is live
-    COLLECT_BYTES = 64 * 2**20
 
     def __init__(self, name: str = "graph", *, rebind: bool = False, auto_collect: bool = False) -> None:
         self.name = name
@@ -145,38 +124,25 @@ class Graph:
         self._phase_meta: dict[str, Any] = {}
         #: name -> id of the NEWEST input or parameter of that name
         self._by_name: dict[str, int] = {}
-        self.rebind = rebind
-        self.auto_collect = auto_collect
-        #: the Tensors alive right now (weakly held): what they reach is what must be kept
-        self._tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+        #: how the graph is used: live Tensors, notebook cells, the rule for names, memory (session.py)
+        self.session = Session(rebind=rebind, auto_collect=auto_collect)
         #: ids of nodes that no live Tensor reached at some ``collect()`` (never reachable again)
         self.released: set[int] = set()
         #: how many sweeps ran (backends compare it to know when to drop their plans)
         self.collections = 0
-        self._const_bytes_new = 0        # constant bytes added since the last sweep
-        self._const_bytes_kept = 0       # constant bytes that survived the last sweep
-        #: the notebook cell running now (set by asgteach.cells), and the names each cell bound
-        self._cell: Any = None
-        self._bound_by_cell: dict[Any, list[tuple[str, int]]] = {}
-        self._noticed: set[tuple[str, str]] = set()   # (name prefix, source) already told about
-        #: one record per ``at.grad`` call: the seed, the order in which the backward
-        #: sweep visited forward nodes, and which node holds each gradient (read by
-        #: the step-through view).
+        #: True once ``at.reset()`` replaced this default graph: its Tensors cannot mix with new ones
+        self.retired = False
+        #: autograd's record of each ``at.grad`` call: the seed, the order the backward sweep visited
+        #: forward nodes, which node holds each gradient (read by the step-through view; saved with the graph)
         self.passes: list[dict[str, Any]] = []
+        #: the backends' compiled plans (``backends.PlanCache``, theirs to fill), kept here to die with the
+        #: graph: a plan refers to its graph, so a table of plans kept elsewhere would keep every graph alive
+        self.plan_cache: Any = None
 
     # -- building ------------------------------------------------------------------
-    def add_node(
-        self,
-        op: str,
-        inputs: tuple[int, ...] | list[int],
-        attrs: dict[str, Any] | None,
-        shape: tuple[int, ...],
-        dtype: str,
-        name: str | None = None,
-        source: str | None = None,
-        meta: dict[str, Any] | None = None,
-        value: np.ndarray | None = None,
-    ) -> Node:
+    def add_node(self, op: str, inputs: tuple[int, ...] | list[int], attrs: dict[str, Any] | None,
+                 shape: tuple[int, ...], dtype: str, name: str | None = None, source: str | None = None,
+                 meta: dict[str, Any] | None = None, value: np.ndarray | None = None) -> Node:
         """Append a node and return it. Callers (ops) have already checked shapes.
 
         ``value`` is a constant's array (stored in ``graph.constants``).
@@ -192,111 +158,32 @@ class Graph:
                     f"to it any more, so graph.collect() dropped its value. Build from Tensors you still hold."
                 )
         source = source or user_source()
-        if (value is not None and self.auto_collect
-                and self._const_bytes_new + value.nbytes > max(self.COLLECT_BYTES, self._const_bytes_kept)):
-            self.collect(keep=inputs)  # before appending: the new node has no Tensor yet
-        if op == "parameter" and name:
-            self._check_parameter_name(name, source)
-        node_meta = dict(self._phase_meta)
-        node_meta.update(meta or {})
-        node = Node(
-            id=len(self.nodes),
-            op=op,
-            inputs=tuple(int(i) for i in inputs),
-            attrs=dict(attrs or {}),
-            shape=tuple(int(d) for d in shape),
-            dtype=dtype,
-            name=name or op,
-            phase=self._phase,
-            source=source,
-            meta=node_meta,
-        )
+        self.session.before_add(self, op, name, inputs, value, source)  # may sweep; a parameter's name rule
+        node_meta = {**self._phase_meta, **(meta or {})}
+        node = Node(id=len(self.nodes), op=op, inputs=tuple(int(i) for i in inputs), attrs=dict(attrs or {}),
+                    shape=tuple(int(d) for d in shape), dtype=dtype, name=name or op, phase=self._phase,
+                    source=source, meta=node_meta)
         self.nodes.append(node)
         if op in ("input", "parameter"):
             self._by_name[node.name] = node.id
-            if self._cell is not None:
-                self._bound_by_cell.setdefault(self._cell, []).append((node.name, node.id))
         if value is not None:
             self.constants[node.id] = value
-            self._const_bytes_new += value.nbytes
+        self.session.added(node, value)
         return node
 
-    def _check_parameter_name(self, name: str, source: str) -> None:
-        """The naming rule for parameters (see the class docstring)."""
-        old_id = self._by_name.get(name)
-        if old_id is None or self.nodes[old_id].op != "parameter":
-            return
-        old = self.nodes[old_id]
-        if not self.rebind:
-            raise ValueError(
-                f"a parameter named {name!r} already exists in this graph:\n"
-                f"  first  #{old.id} made at {_at(old.source)}\n"
-                f"  second made at {_at(source)}\n"
-                f"  two parameters of one name cannot be saved, loaded or fed apart: give one of them "
-                f"another name (a layer's name=)"
-            )
-        # one notice per re-built layer and line, not one per parameter of it
-        prefix = name.split(".")[0]
-        if (prefix, source) in self._noticed:
-            return
-        self._noticed.add((prefix, source))
-        if "." in name:
-            text = (f"asgteach: the parameters of {prefix!r} now mean the new ones made here; the old ones "
-                    f"(made at {old.source}) stay with the tensors built from them")
-        else:
-            text = (f"asgteach: parameter {name!r} now means the new one made here; the old one "
-                    f"(made at {old.source}) stays with the tensors built from it")
-        path, _, line = source.rpartition(":")
-        warnings.warn_explicit(
-            text, NameReboundWarning, path or source,
-            int(line) if line.isdigit() else 0,
-        )
-
-    # -- notebook cells and memory ---------------------------------------------------
-    def begin_cell(self, key: Any) -> None:
-        """A notebook cell ``key`` starts running: the names its previous run bound are unbound.
-
-        So re-running a cell re-creates ``mlp.0.weight`` as if for the first time (no notice,
-        the same automatic layer names), while names bound by other cells stay. Tensors made
-        by the previous run keep working: only the *names* move on.
-        """
-        for name, node_id in self._bound_by_cell.pop(key, []):
-            if self._by_name.get(name) == node_id:
+    def unbind(self, node_ids: Collection[int]) -> None:
+        """Names that mean one of ``node_ids`` mean nothing now (the nodes stay; a Tensor still names them)."""
+        for name, node_id in list(self._by_name.items()):
+            if node_id in node_ids:
                 del self._by_name[name]
-        self._cell = key
-
-    def end_cell(self) -> None:
-        self._cell = None
-
-    def _track(self, tensor: "Tensor") -> None:
-        """Called by every new Tensor: live Tensors are the roots that ``collect`` keeps."""
-        self._tensors.add(tensor)
-
-    def live_ids(self) -> set[int]:
-        """Ids of the nodes some live Tensor depends on (itself included)."""
-        return set(self.ancestors({t.node_id for t in list(self._tensors)}))
 
     def collect(self, keep: Any = ()) -> int:
         """Release what no live Tensor can reach; return how many nodes were newly released.
 
-        A node nobody can name any more (no Tensor of it or of anything built from it is
-        alive) can never be run again, so its constant's array is dropped and its name
-        unbound. The node itself stays, so ids (and the graph's drawing) do not change.
-        Backends see ``collections`` change and drop their plans for released nodes.
-        ``keep``: more ids to treat as live (the inputs of a node being added).
+        Constants' arrays are dropped and names unbound; nodes stay, so ids never change.
+        ``keep``: more ids to treat as live. The sweep is the session's: :meth:`Session.collect`.
         """
-        live = self.live_ids() | set(self.ancestors(list(keep)))
-        newly = [i for i in range(len(self.nodes)) if i not in live and i not in self.released]
-        self.released.update(newly)
-        for i in newly:
-            self.constants.pop(i, None)
-        for name, node_id in list(self._by_name.items()):
-            if node_id in self.released:
-                del self._by_name[name]
-        self._const_bytes_kept = sum(v.nbytes for v in self.constants.values())
-        self._const_bytes_new = 0
-        self.collections += 1
-        return len(newly)
+        return self.session.collect(self, keep)
 
     @contextmanager
     def phase(self, phase: str, **meta: Any) -> Iterator[None]:
@@ -304,8 +191,7 @@ class Graph:
         if phase not in PHASES:
             raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
         old_phase, old_meta = self._phase, self._phase_meta
-        self._phase = phase
-        self._phase_meta = {**old_meta, **meta}
+        self._phase, self._phase_meta = phase, {**old_meta, **meta}
         try:
             yield
         finally:
@@ -320,11 +206,16 @@ class Graph:
 
     def find(self, name: str) -> Node:
         """The newest input or parameter called ``name``."""
-        try:
-            return self.nodes[self._by_name[name]]
-        except KeyError:
+        node = self.bound(name)
+        if node is None:
             known = ", ".join(sorted(self._by_name)) or "none"
             raise KeyError(f"no input or parameter named {name!r} in this graph (known: {known})")
+        return node
+
+    def bound(self, name: str) -> Node | None:
+        """The node ``name`` means now (the newest input or parameter of that name), or None."""
+        node_id = self._by_name.get(name)
+        return None if node_id is None else self.nodes[node_id]
 
     def inputs(self) -> list[Node]:
         return [n for n in self.nodes if n.op == "input"]
@@ -373,11 +264,11 @@ class Graph:
 
     # -- context manager: ``with at.Graph() as g:`` ----------------------------------
     def __enter__(self) -> "Graph":
-        _stack().append(self)
+        graph_stack().append(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _stack().pop()
+        graph_stack().pop()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """A Graph ending a notebook cell draws itself (see :func:`notebook_display`)."""
@@ -424,11 +315,8 @@ class Graph:
 
     # -- serialisation -------------------------------------------------------------
     def to_json(self, include_constants: bool = True) -> str:
-        """The structure as JSON. Constants are inlined (as nested lists) by default.
-
-        Parameter *values* are not part of the structure; they travel in safetensors
-        files (see the Trainer).
-        """
+        """The structure as JSON, constants inlined (as nested lists) by default. Parameter *values* are
+        not part of the structure; they travel in safetensors files (see the Trainer)."""
         from .graph_json import dump   # (the format and its checks: graph_json.py)
 
         return dump(self, include_constants)
@@ -437,26 +325,16 @@ class Graph:
     def from_json(cls, text: str | bytes, known_ops: Any = None) -> "Graph":
         """Rebuild a graph written by :meth:`to_json` (same ids, shapes, metadata), checking all of it.
 
-        A graph file is input like any other: it may have been edited by hand, written by an
-        older asgteach or made to do harm. So nothing in it is trusted. Every node must be
-        what :func:`asgteach.ops.apply` would have made: an op that is registered here, inputs
-        that are *earlier* nodes, attributes the op declares, and the shape and element kind
-        that the op's own shape rule (``infer``) gives for those inputs and attributes. A
-        node declared ``(2,)`` whose rule says ``(3,)`` would otherwise run as ``(3,)`` on
-        numpy and as ``(2,)`` on the GPU, whose buffers are sized from the declared shape.
-        A constant's data must be numbers of a numeric or bool type, exactly as many as its
-        declared shape holds, checked before any array is made: a ``dtype`` of "U50000000"
-        would turn a few bytes of JSON into hundreds of MiB, and "object" would load
-        arbitrary Python values. Anything else raises :class:`GraphLoadError` naming the node
-        (id, op, name and the line that made it) and what is wrong with it.
-
-        ``known_ops`` maps op names to their :class:`~asgteach.ops.OpSpec`; it defaults to the
-        registry, which ``asgteach.ops`` hands to this module as ``registered_ops`` when it loads.
+        A graph file is input like any other: it may have been edited by hand, written by an older
+        asgteach or made to do harm. So nothing in it is trusted: every node must be what
+        :func:`asgteach.ops.apply` would have made (a registered op, earlier inputs, declared attributes,
+        the shape its op's rule gives) and a constant numbers filling its shape, else
+        :class:`GraphLoadError` names the node (:func:`asgteach.graph_json.load` says why each check).
+        ``known_ops`` maps op names to OpSpecs; by default the registry (``hooks.registered_ops``).
         """
         from .graph_json import load
 
-        ops = registered_ops if known_ops is None else known_ops
-        return load(cls, text, ops)
+        return load(cls, text, hooks.registered_ops if known_ops is None else known_ops)
 
 
 def _short_attr(value: Any) -> str:
@@ -465,68 +343,8 @@ def _short_attr(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _at(source: str) -> str:
-    """``file:line`` and, when it can be read, the text of that line."""
-    text = source_line_text(source)
-    return f"{source}  ({text})" if text else source
-
-
-_local = threading.local()
-
-
-def _stack() -> list[Graph]:
-    if not hasattr(_local, "stack"):
-        _local.stack = []
-    return _local.stack
-
-
-_DEFAULT = Graph("default", rebind=True, auto_collect=True)
-
-#: The op registry (name -> OpSpec), set by ``asgteach.ops`` when it loads; ``from_json`` checks
-#: op names against it. (This module imports nothing of ours: the registry comes to it.)
-registered_ops: Any = None
-
-#: How a Graph or Tensor that ends a notebook cell draws itself: ``(obj, include, exclude) -> mime
-#: bundle``. ``asgteach.widgets.show`` sets it when it loads (``import asgteach`` loads it); the
-#: widgets sit far above this module, so the drawing comes to it, as the registry does.
-display_hook: Callable[[Any, Any, Any], dict[str, Any]] | None = None
-
-
 def notebook_display(obj: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-    """The notebook display data of ``obj`` (a Graph or Tensor): its picture, or the plain repr without widgets."""
-    if display_hook is None:
+    """The notebook display of ``obj`` (a Graph or Tensor): the widgets' picture (``hooks.display``), else its repr."""
+    if hooks.display is None:
         return {"text/plain": repr(obj)}
-    return display_hook(obj, include, exclude)
-
-
-#: Called whenever the default graph is handed out. ``asgteach.cells`` sets it, to notice a
-#: notebook shell and hook its cells; this module itself knows nothing of IPython.
-on_default_use: Callable[[], None] | None = None
-
-
-def default_graph() -> Graph:
-    """The graph that ops use right now: the innermost ``with Graph()``, else the default."""
-    stack = _stack()
-    if stack:
-        return stack[-1]
-    if on_default_use is not None:
-        on_default_use()
-    return _DEFAULT
-
-
-def global_default_graph() -> Graph:
-    """The default graph itself, even inside a ``with Graph()`` block: the graph whose names the
-    notebook cells own (:mod:`asgteach.cells`). Unlike :func:`default_graph` it notices no shell."""
-    return _DEFAULT
-
-
-def reset_default_graph() -> Graph:
-    """Start a fresh, empty default graph (``at.reset()``) and return it.
-
-    Tensors made before keep their old graph and still run; they cannot be mixed with
-    new ones (the error says so).
-    """
-    global _DEFAULT
-    _DEFAULT.retired = True  # type: ignore[attr-defined]
-    _DEFAULT = Graph("default", rebind=True, auto_collect=True)
-    return _DEFAULT
+    return hooks.display(obj, include, exclude)

@@ -55,7 +55,7 @@ def load(graph_class: type[Graph], text: str | bytes, ops: Any) -> Graph:
     except RecursionError:   # an attribute nested a thousand lists deep
         raise GraphLoadError(f"node #{len(g.nodes)}: nested too deeply") from None
     g.passes = _checked_passes(doc.get("passes", []), len(g.nodes))
-    g.rebind = False
+    g.session.rebind = False
     return g
 
 

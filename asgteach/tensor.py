@@ -72,7 +72,7 @@ class Tensor:
     def __init__(self, graph: "Graph", node_id: int) -> None:
         self.graph = graph
         self.node_id = node_id
-        graph._track(self)  # a live Tensor keeps its node and ancestors from being released
+        graph.session.track(self)  # a live Tensor keeps its node and ancestors from being released
 
     # -- what the node is ------------------------------------------------------------
     @property

@@ -30,10 +30,12 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "plots": ("asgteach.plots",),            # matplotlib figures (gradcheck, loss chart)
         "datasets": ("asgteach.datasets",),      # small bundled data sets
         "progress": ("asgteach.progress",),      # tqdm bars where someone watches, plain lines in logs
+        "hooks": ("asgteach.hooks",),            # what a higher layer hands down to a lower one
     },
     {  # 1: the graph and the shape rules
         "shapes": ("asgteach.shapes",),
-        "graph": ("asgteach.graph", "asgteach.graph_json"),   # graph_json: the JSON format and its load checks
+        # graph_json: the JSON format and its load checks; session: live Tensors, names, cells, the default graph
+        "graph": ("asgteach.graph", "asgteach.graph_json", "asgteach.session"),
     },
     {  # 2: the ops. Tensor is the ops' handle: its operators call ops, and every op returns a Tensor
         "ops": ("asgteach.ops", "asgteach.tensor"),
@@ -190,14 +192,13 @@ def test_imports_only_go_down() -> None:
 
 
 def test_leaves_import_nothing_of_ours_and_graph_only_leaves() -> None:
-    """Layer 0 may be used by anyone because it uses nothing; graph.py, the bottom of the stack, reads only it
-    (and its own unit's graph_json, the file format it hands its to_json/from_json to)."""
+    """Layer 0 may be used by anyone because it uses nothing; the graph unit, the bottom of the stack, reads only
+    it and its own modules (graph_json, the file format; session, how a graph is used)."""
     for module, _, target in EDGES:
         layer, unit = unit_of(module) or (-1, "?")
         if layer == 0:
             assert unit_of(target) == (layer, unit), f"{module} is a leaf but imports {target}"
-        if module in ("asgteach.graph", "asgteach.graph_json") and target not in ("asgteach.graph",
-                                                                                     "asgteach.graph_json"):
+        if unit == "graph" and unit_of(target) != (layer, unit):
             assert (unit_of(target) or (-1, "?"))[0] == 0, f"{module} imports {target}, which is not a leaf"
 
 
@@ -257,15 +258,37 @@ def test_no_private_names_across_units() -> None:
 def test_a_graph_is_drawn_through_the_hook_the_widgets_set() -> None:
     """graph.py imports no widgets: widgets.show hands it the notebook display; without it, the plain repr."""
     import asgteach as at
-    from asgteach import graph
+    from asgteach import hooks
     from asgteach.widgets.show import notebook_bundle
 
-    assert graph.display_hook is notebook_bundle
+    assert hooks.display is notebook_bundle
     with at.Graph() as g:
         x = at.input("x", (2,))
-    saved, graph.display_hook = graph.display_hook, None
+    saved, hooks.display = hooks.display, None
     try:
         assert x._repr_mimebundle_() == {"text/plain": repr(x)} and g._repr_mimebundle_() == {"text/plain": repr(g)}
     finally:
-        graph.display_hook = saved
+        hooks.display = saved
     assert "text/html" in x._repr_mimebundle_()
+
+
+def test_every_hook_is_handed_down_by_the_module_its_docstring_names() -> None:
+    """hooks.py's table says who sets each slot: loading the package sets the three load-time hooks,
+    and ``autograd.accumulation`` sets ``accumulate`` only inside its block."""
+    import asgteach as at
+    from asgteach import autograd, cells, hooks
+    from asgteach.ops import REGISTRY
+
+    assert hooks.registered_ops is REGISTRY and hooks.on_default_use is not None
+    assert hooks.on_default_use.__module__ == cells.__name__
+    assert hooks.accumulate is None
+
+    def last_one_wins(parts, node_id, graph):
+        return parts[-1]
+
+    with autograd.accumulation(last_one_wins):
+        assert hooks.accumulate is last_one_wins
+    assert hooks.accumulate is None
+    with at.Graph():
+        x = at.input("x", (3,))
+        assert at.grad(at.sum(x * x), x).op == "add"   # the true rule again: the two uses' parts summed

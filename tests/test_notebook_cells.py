@@ -212,7 +212,7 @@ def test_reset_starts_a_fresh_default_graph_and_old_tensors_still_run() -> None:
 
 def test_script_default_graph_collects_when_constants_grow(monkeypatch) -> None:
     g = at.reset()
-    monkeypatch.setattr(at.Graph, "COLLECT_BYTES", 1_000_000)
+    monkeypatch.setattr(g.session, "COLLECT_BYTES", 1_000_000)   # (the default graph's session sweeps)
     keep = at.constant(np.ones(1000))                       # 8 kB, held
     for _ in range(10):
         tmp = at.constant(np.ones(50_000)) * 2               # 400 kB each, dropped at rebinding

@@ -7,17 +7,18 @@ first. Every backend implements the small interface in ``common.py`` (a module w
 checks and errors (``FeedError``, ``KernelError``, ``NumericsError``) from there.
 
 ``at.run(outputs, feeds, backend=...)`` compiles a Plan once per (backend, outputs) and
-caches it, so calling it in a loop does not recompile. The cache is this module's business
-but rides on the graph object (an attribute graph.py never reads): a plan refers to its
-graph, so a cache keyed weakly by graph here would keep every graph alive through its own
-plans, while an attribute dies with the graph. It forgets the plans of nodes the graph has
-released (``Graph.collect``), so re-running a notebook cell does not pile up plans and
-their buffers.
+caches it, so calling it in a loop does not recompile. The cache (:class:`PlanCache`) is
+this module's business but rides on the graph, in the field it declares for it
+(``graph.plan_cache``, which graph.py never reads): a plan refers to its graph, so a cache keyed
+weakly by graph here would keep every graph alive through its own plans, while a field dies
+with the graph. It forgets the plans of nodes the graph has released (``Graph.collect``), so
+re-running a notebook cell does not pile up plans and their buffers.
 """
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -83,22 +84,33 @@ def describe() -> dict[str, Any]:
     return info
 
 
+@dataclass
+class PlanCache:
+    """The plans compiled for one graph, kept in ``graph.plan_cache``, and what they were compiled against."""
+
+    #: (backend name, output ids) -> Plan
+    plans: dict[tuple[str, tuple[int, ...]], Any] = field(default_factory=dict)
+    #: ``graph.collections`` when the plans were last pruned of released nodes
+    collections: int = 0
+    #: the op registry's generation the plans were compiled under (``ops.registry.generation``)
+    generation: int = 0
+
+
 def cached_plans(graph: Graph) -> dict[Any, Any]:
     """The plans compiled for ``graph`` that can still be asked for (released ones pruned, and all of them
     dropped when an op was registered or unregistered since: a plan holds the kernels it was compiled with)."""
-    entry = getattr(graph, "_backend_plans", None)
-    if entry is None:  # ({(backend, output ids): Plan}, [graph.collections when last pruned, registry generation])
-        entry = graph._backend_plans = ({}, [graph.collections, ops_generation()])  # type: ignore[attr-defined]
-    plans, seen = entry
-    if seen[1] != ops_generation():  # an op was replaced (a notebook cell re-registered it): compile afresh
-        plans.clear()
-        seen[1] = ops_generation()
-    if seen[0] != graph.collections:  # the graph released nodes since: drop their plans
+    cache = graph.plan_cache
+    if cache is None:
+        cache = graph.plan_cache = PlanCache(collections=graph.collections, generation=ops_generation())
+    if cache.generation != ops_generation():  # an op was replaced (a notebook cell re-registered it): compile afresh
+        cache.plans.clear()
+        cache.generation = ops_generation()
+    if cache.collections != graph.collections:  # the graph released nodes since: drop their plans
         released = graph.released
-        for key in [k for k in plans if any(i in released for i in k[1])]:
-            del plans[key]
-        seen[0] = graph.collections
-    return plans
+        for key in [k for k in cache.plans if any(i in released for i in k[1])]:
+            del cache.plans[key]
+        cache.collections = graph.collections
+    return cache.plans
 
 
 def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: A001

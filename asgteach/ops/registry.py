@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .. import graph as _graph_module
+from .. import hooks
 from ..graph import Graph, default_graph, user_source
 from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
@@ -281,7 +281,7 @@ _refuse_moved_keywords(Composite)
 REGISTRY: dict[str, OpSpec] = {}
 #: name -> Composite: functions of registered ops that are known by name.
 COMPOSITES: dict[str, Composite] = {}
-_graph_module.registered_ops = REGISTRY  # Graph.from_json checks op names against it
+hooks.registered_ops = REGISTRY  # handed down: Graph.from_json checks op names against it
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -479,7 +479,7 @@ def patched(name: str, **changes: Any) -> Iterator[OpSpec]:
 def _graph_of(args: Sequence[Any]) -> Graph:
     graphs = {id(a.graph): a.graph for a in args if isinstance(a, Tensor)}
     if len(graphs) > 1:
-        if any(getattr(g, "retired", False) for g in graphs.values()):
+        if any(g.retired for g in graphs.values()):
             raise ValueError(
                 "these tensors live in different graphs: some were made before at.reset(), which started "
                 "a fresh default graph; re-run the cells that made them"

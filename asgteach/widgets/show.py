@@ -1,7 +1,7 @@
 """``at.show``: draw a graph in a notebook — interactive when widgets work, static otherwise.
 
 Loading this module (``import asgteach`` does) also makes a Graph or Tensor that ends a notebook
-cell draw itself: it hands :func:`notebook_bundle` to ``asgteach.graph.display_hook``.
+cell draw itself: it hands :func:`notebook_bundle` down as ``asgteach.hooks.display``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
-from .. import graph as _graph
+from .. import hooks
 
 __all__ = ["show", "widgets_available", "notebook_bundle"]
 
@@ -141,4 +141,4 @@ def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[st
 
 # A Graph or Tensor ending a notebook cell draws itself with notebook_bundle. graph.py sits at the
 # bottom of the stack and cannot import the widgets, so the drawing is handed down to it here.
-_graph.display_hook = notebook_bundle
+hooks.display = notebook_bundle
