@@ -21,6 +21,7 @@ import platform
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import Sequence
 
 from . import __version__
@@ -234,7 +235,7 @@ def cmd_student(args: argparse.Namespace) -> int:
 def cmd_course(args: argparse.Namespace) -> int:
     """Write the nbgrader course directory of the lessons into DIR (see asgteach.lessons.nbcourse)."""
     from . import resources
-    from .lessons.nbcourse import write_course
+    from .lessons.nbcourse import JUDGE_LINE, write_course
     from .lessons.student import SolutionMarkerError
 
     lessons = args.lessons or resources.lessons_dir()
@@ -245,6 +246,12 @@ def cmd_course(args: argparse.Namespace) -> int:
         return 1
     for path, points in written:
         print(f"  {path}  ({points} point{'s' if points != 1 else ''})")
+    config = Path(args.dir) / "nbgrader_config.py"
+    if JUDGE_LINE not in config.read_text(encoding="utf-8"):
+        print(f"asgteach course: {config} is your own and does not load the judge, so autograde would score the "
+              f"checks as the student's kernel ran them (which a submission can switch off). Add:\n    {JUDGE_LINE}\n"
+              "and its c.Autograde.autograde_preprocessors line (asgteach.lessons.nbcourse.CONFIG shows both)",
+              file=sys.stderr)
     print(f"wrote an nbgrader course of {len(written)} lessons ({sum(p for _, p in written)} points) to {args.dir}; "
           f"next: cd {args.dir} && nbgrader generate_assignment '*' (nbgrader: pip install 'asgteach[course]'; "
           "docs/teaching.md walks through the rest)")

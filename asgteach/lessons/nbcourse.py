@@ -25,7 +25,9 @@ where, in every notebook,
 
 The notebooks keep their outputs (nbgrader's release clears them). Then
 ``nbgrader generate_assignment``, ``autograde``, ``generate_feedback`` and ``export`` work as
-usual: docs/teaching.md walks through them.
+usual: docs/teaching.md walks through them. The config written here makes ``autograde`` score
+each exercise by the judge (:mod:`asgteach.lessons.judge`), outside the student's kernel: the
+kernel's own run of a check cell only shows the student what happened there.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import Any
 
 from .student import SolutionMarkerError, cell_source, marking, read_notebooks
 
-__all__ = ["POINTS", "CONFIG", "course_notebook", "write_course"]
+__all__ = ["POINTS", "CONFIG", "JUDGE_LINE", "course_notebook", "write_course"]
 
 #: points of one exercise's check cell
 POINTS = 1
@@ -64,7 +66,23 @@ c.CourseDirectory.course_id = "asgteach"
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}
 # a lesson trains small networks: give a cell a few minutes before autograde gives up on it
 c.Execute.timeout = 300
+
+# The score of each exercise is the judge's (asgteach.lessons.judge), not the kernel's: after nbgrader's own
+# Execute, JudgeChecks re-runs the submission in a fresh Python where the checker is loaded first, each check
+# in a fork that puts back whatever the submission changed, and writes the verdict into the check cell.
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+
+from asgteach.lessons.judge_nbgrader import JudgeChecks  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [Execute, JudgeChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
+                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 '''
+
+#: the line of CONFIG that makes the judge score the exercises (an instructor's own config needs it too)
+JUDGE_LINE = "from asgteach.lessons.judge_nbgrader import JudgeChecks"
 
 _GRADE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNGRADED = re.compile(r"^with check\((\d+)\):", re.MULTILINE)
