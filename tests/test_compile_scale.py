@@ -224,12 +224,12 @@ def _chains_for_chain_cost() -> list[tuple[Any, list[int], set[int], tuple[int, 
 
 
 def test_chain_cost_counts_what_fits_measures() -> None:
-    """``wgpu_fuse.ChainCost`` keeps what ``wgpu_chain.fits`` measures (storage bindings, uniform words) as
+    """``wgpu_passes.chains.ChainCost`` keeps what ``wgpu_chain.fits`` measures (storage bindings, uniform words) as
     running counts while a chain too wide for one kernel sheds members. On every suffix of long chains with
     scalar constants, attributes, inputs read through broadcast strides and stored outputs, fresh or after
     shedding members one by one, its estimate must be fits' verdict (both verdicts occur). No device needed."""
     from asgteach.backends.wgpu_chain import Chain, fits
-    from asgteach.backends.wgpu_fuse import ChainCost
+    from asgteach.backends.wgpu_passes.chains import ChainCost
 
     for g, members, outs, limits in _chains_for_chain_cost():
         inside = set(members)

@@ -2,7 +2,7 @@
 
 ``x @ W + b`` with ``b`` of shape (N,), where the add is the product's only reader and no
 elementwise chain takes the add in, runs as ONE matmul kernel that adds ``b`` to each row it
-stores (``wgpu_fuse``, variant ``:bias``). Every case is checked against numpy, with the
+stores (pass ``wgpu_passes.epilogue``, variant ``:bias``). Every case is checked against numpy, with the
 gradients; the cases where the rewrite must NOT happen are checked too."""
 
 from __future__ import annotations

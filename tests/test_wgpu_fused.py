@@ -1,6 +1,6 @@
 """Fused elementwise chains on the GPU: which nodes fuse, and that the numbers stay numpy's.
 
-A chain (``asgteach/backends/wgpu_fuse.py``, kernels from ``wgpu_chain.py``) is computed
+A chain (``asgteach/backends/wgpu_passes/chains.py``, kernels from ``wgpu_chain.py``) is computed
 by one generated kernel. These tests build chains that exercise each rule — broadcasting
 inputs, a value that other nodes read too (it must still be written), a requested output
 in the middle of a chain, where() conditions of both kinds, op attributes, scalar

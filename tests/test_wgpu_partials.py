@@ -3,7 +3,7 @@
 A weight gradient over a long batch runs as a GEMM split into K-chunks and a kernel adding the
 chunks, one thread per output. When the only reader is an elementwise chain (an optimizer's update),
 the plan drops that second kernel and the chain sums the chunks as it reads them
-(``wgpu_lower._sum_last_stage_in_chains``). A bias gradient's partial column sums (hundreds per
+(pass ``wgpu_passes.partial_sums``). A bias gradient's partial column sums (hundreds per
 output, added by a workgroup each) keep their second kernel. Checked against numpy, in a plain plan
 and in a Trainer whose update writes parameters in place."""
 

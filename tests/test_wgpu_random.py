@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import asgteach as at
 from asgteach.shapes import ShapeError
 
-from wgpu_helpers import require_adapter, run_both
+from wgpu_helpers import BOTH_PLANS, require_adapter, run_both
 
 require_adapter()
 
@@ -100,4 +100,4 @@ def graphs(draw):
 def test_random_graphs_match_numpy(case) -> None:
     g, outputs, feeds = case
     ops = " -> ".join(n.op for n in g.nodes if n.phase == "forward" and n.op not in ("input", "constant"))
-    run_both(outputs, feeds, f"graph [{ops}]", rtol=2e-5, atol=2e-5)
+    run_both(outputs, feeds, f"graph [{ops}]", plans=BOTH_PLANS, rtol=2e-5, atol=2e-5)

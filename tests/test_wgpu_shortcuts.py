@@ -1,9 +1,11 @@
-"""A backward rule's shortcut on the wgpu backend: layer_norm's dx run as ONE kernel.
+"""The pass ``layer_norm_dx`` on the wgpu backend: layer_norm's dx run as ONE kernel.
 
-layer_norm's rule builds dx from a dozen small graph ops (the reader sees the formula) and marks
-the result ``node.meta["shortcut"] = layer_norm_dx(g, x, w)``. A GPU plan runs that op's kernel
-for dx, lets it write the rule's x_hat too when dw reads it, and runs nothing for the nodes whose
-only use was dx (``wgpu_fuse._take_shortcuts``). Everything here is checked against numpy."""
+layer_norm's rule builds dx from a dozen small graph ops (the reader sees the formula). The
+optimised GPU plan recognises that formula in the gradient graph (``wgpu_passes.layer_norm_dx``,
+which reads no hint from the op layer), runs the op ``layer_norm_dx``'s kernel for dx, lets it
+write the rule's x_hat too when dw reads it, and runs nothing for the nodes whose only use was dx.
+The plain plan (``optimize=False``) runs the rule node by node. Everything here is checked against
+numpy."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ import pytest
 
 import asgteach as at
 from asgteach.backends import wgpu_backend
+from asgteach.backends.wgpu_passes import layer_norm_dx, rewrite
 
-from wgpu_helpers import require_adapter, run_both
+from wgpu_helpers import BOTH_PLANS, require_adapter, run_both
 
 require_adapter()
 
@@ -50,43 +53,57 @@ def test_layer_norm_gradients_through_the_shortcut_match_numpy(shape: tuple, lea
     run_both(grads, feeds, f"layer_norm grads {shape}")
 
 
-def test_the_shortcut_replaces_the_rules_kernels_and_says_so() -> None:
+def test_the_pass_replaces_the_rules_kernels_and_says_so() -> None:
     gr, grads, feeds = _ln_graph((8, 16))
-    plan = wgpu_backend.compile(gr, [g.node_id for g in grads])
+    outs = [g.node_id for g in grads]
+    plan = wgpu_backend.compile(gr, outs)
     dx = grads[0].node
-    mark = dx.meta["shortcut"]
-    assert mark["op"] == "layer_norm_dx"
+    assert plan.fusion.shortcuts[dx.id][0] == "layer_norm_dx"
     assert "computed by the kernel of layer_norm_dx" in plan.shader_for(dx.id)
-    xhat = mark["stores"]["xhat"]
+    (xhat,) = plan.fusion.provides[dx.id].values()
     assert "by-product" in plan.shader_for(xhat)
     dead = [n for n in gr.nodes if n.meta.get("vjp_of") == dx.meta.get("vjp_of") and n.op == "mean"
             and n.id < dx.id]
     assert dead and all("its only use was node" in plan.shader_for(n.id) for n in dead)
-    # the same graph without the mark runs the rule node by node: more kernels, same numbers
-    with_mark = len(plan.dispatches)
-    del dx.meta["shortcut"]
-    try:
-        plain = wgpu_backend.compile(gr, [g.node_id for g in grads])
-        assert len(plain.dispatches) >= with_mark + 5
-        assert not any(d.entry.startswith("layer_norm_dx") for d in plain.dispatches)
-        run_both(grads, feeds, "layer_norm grads without the shortcut")
-    finally:
-        dx.meta["shortcut"] = mark
+    line = next(r for r in plan.passes if r.name == "layer_norm_dx")
+    assert line.after <= line.before - 12, line   # the rule's dozen kernels are gone
+    # the plain plan runs the rule node by node: more kernels, same numbers
+    plain = wgpu_backend.compile(gr, outs, optimize=False)
+    assert len(plain.dispatches) >= len(plan.dispatches) + 12
+    assert not any(d.entry.startswith("layer_norm_dx") for d in plain.dispatches)
+    run_both(grads, feeds, "layer_norm grads, plain and optimised", plans=BOTH_PLANS)
 
 
-def test_a_mark_that_does_not_fit_is_ignored() -> None:
-    gr, grads, feeds = _ln_graph((4, 6))
-    dx = grads[0].node
-    mark = dx.meta["shortcut"]
-    try:
-        wrong = [mark["inputs"][0], mark["inputs"][1], mark["inputs"][0]]   # a "w" of x's shape
-        dx.meta["shortcut"] = {**mark, "inputs": wrong}
-        assert not any(e.startswith("layer_norm_dx") for e in _entries(gr, grads))
-        run_both(grads, feeds, "a mark with the wrong shapes")
-        dx.meta["shortcut"] = {**mark, "op": "no_such_op"}
-        assert not any(e.startswith("layer_norm_dx") for e in _entries(gr, grads))
-    finally:
-        dx.meta["shortcut"] = mark
+def test_the_pass_alone_against_the_plain_kernel_list() -> None:
+    """Run only this pass over the plain plan's kernel list: dx gets the one kernel, nothing else changes."""
+    gr, grads, _ = _ln_graph((4, 6))
+    outs = [g.node_id for g in grads]
+    compute = [gr.nodes[i] for i in gr.ancestors(outs) if gr.nodes[i].op not in ("input", "parameter", "constant")]
+    ctx, records = rewrite(gr, compute, outs, 8, passes=(layer_norm_dx,))
+    (record,) = records
+    assert record.name == "layer_norm_dx" and record.before == len(compute) and record.after < record.before
+    assert list(ctx.f.shortcuts) == [grads[0].node_id]
+    assert not ctx.f.alias and not ctx.f.chains and not ctx.f.operands   # no other pass ran
+    assert str(records).startswith("1. layer_norm_dx")
+
+
+def test_the_formula_written_by_hand_is_recognised_and_a_different_one_is_not() -> None:
+    """The pass reads the graph, not a mark: the same formula built in a cell is found; one changed term is not."""
+    rng = np.random.default_rng(5)
+    for changed in (False, True):
+        with at.Graph() as gr:
+            x, g, w = at.input("x", (3, 10)), at.input("g", (3, 10)), at.input("w", (10,))
+            xc = x - at.mean(x, axis=-1, keepdims=True)
+            rstd = 1.0 / at.sqrt(at.mean(xc * xc, axis=-1, keepdims=True) + 1e-5)
+            xhat = xc * rstd
+            gw = g * w
+            other = at.mean(gw, axis=0, keepdims=True) if changed else at.mean(gw, axis=-1, keepdims=True)
+            dx = rstd * (gw - other - xhat * at.mean(gw * xhat, axis=-1, keepdims=True))
+        plan = wgpu_backend.compile(gr, [dx.node_id])
+        entries = [d.entry for d in plan.dispatches]
+        assert any(e.startswith("layer_norm_dx") for e in entries) != changed, entries
+        feeds = {x: rng.standard_normal((3, 10)), g: rng.standard_normal((3, 10)), w: rng.standard_normal(10)}
+        run_both([dx], feeds, f"hand-written layer_norm dx (changed: {changed})", plans=BOTH_PLANS)
 
 
 def test_grad_of_grad_keeps_what_the_second_pass_reads() -> None:
@@ -161,7 +178,7 @@ def test_no_sum_in_the_shortcut_when_dx_or_the_sum_is_asked_for() -> None:
         h = e + at.layer_norm(e)
         loss = at.sum(h * h)
         (gm,) = at.grad(loss, [m])
-    dx = next(n for n in gr.nodes if n.meta.get("shortcut"))
+    (dx,) = (gr.nodes[i] for i in wgpu_backend.compile(gr, [gm.node_id]).fusion.shortcuts)
     (total,) = [n for n in gr.nodes if n.op == "add" and dx.id in n.inputs]
     feeds = {x: rng.standard_normal((4, 8)), m: rng.standard_normal((8, 8))}
     for outs, summed in (([gm.node_id], True), ([gm.node_id, dx.id], False), ([gm.node_id, total.id], False)):

@@ -51,8 +51,16 @@ def assert_close(got: np.ndarray, want: np.ndarray, what: str, rtol: float = RTO
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol * scale, err_msg=what, equal_nan=True)
 
 
-def run_both(outputs: Sequence[at.Tensor], feeds: dict, what: str, **tol: Any) -> None:
+def run_both(outputs: Sequence[at.Tensor], feeds: dict, what: str, plans: Sequence[bool] = (True,), **tol: Any) -> None:
+    """The GPU's outputs against numpy's, for each plan in ``plans`` (True: optimised, False: plain)."""
     want = reference(outputs, feeds)
-    got = at.run(list(outputs), f32_feeds(feeds), backend="wgpu", on_nan="ignore")
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert_close(g, w, f"{what}: output {k} ({outputs[k].op} {outputs[k].shape})", **tol)
+    for optimize in plans:
+        plan = at.compile(list(outputs), backend="wgpu", optimize=optimize)
+        got = plan.run(f32_feeds(feeds), on_nan="ignore")
+        name = "optimised" if optimize else "plain"
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, f"{what} ({name} plan): output {k} ({outputs[k].op} {outputs[k].shape})", **tol)
+
+
+#: both GPU plans: the plain one (one kernel per node) and the optimised one (the passes of wgpu_passes)
+BOTH_PLANS = (False, True)

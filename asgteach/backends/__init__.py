@@ -113,8 +113,11 @@ def cached_plans(graph: Graph) -> dict[Any, Any]:
     return cache.plans
 
 
-def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: A001
-    """Compile ``outputs`` into a Plan for ``backend`` (cached per graph and outputs)."""
+def compile(outputs: Sequence[Tensor], backend: str = "numpy", optimize: bool = True) -> Any:  # noqa: A001
+    """Compile ``outputs`` into a Plan for ``backend`` (cached per graph, outputs and ``optimize``).
+
+    ``optimize=False`` (wgpu only): the plain plan, one kernel per compute node, before any of the
+    optimisation passes (``plan.passes`` lists what they did to the optimised one)."""
     outputs = list(outputs)
     if not outputs:
         raise ValueError("nothing to run: pass at least one output Tensor")
@@ -127,11 +130,14 @@ def compile(outputs: Sequence[Tensor], backend: str = "numpy") -> Any:  # noqa: 
         if t.node_id in graph.released:  # only a Tensor re-made from a bare id can get here
             raise ReleasedError(f"{t!r} was released by graph.collect(): no live Tensor reached it")
     module = get_backend(backend)
+    if not optimize and module.NAME != "wgpu":
+        raise ValueError(f"optimize=False asks for the wgpu backend's plain plan; backend {backend!r} has one plan")
     plans = cached_plans(graph)
-    key = (module.NAME, tuple(t.node_id for t in outputs))
+    key = (module.NAME if optimize else f"{module.NAME} plain", tuple(t.node_id for t in outputs))
     plan = plans.get(key)
     if plan is None:
-        plan = module.compile(graph, [t.node_id for t in outputs])
+        ids = [t.node_id for t in outputs]
+        plan = module.compile(graph, ids) if optimize else module.compile(graph, ids, optimize=False)
         plans[key] = plan
     return plan
 

@@ -2,11 +2,13 @@
 
 ``compile(graph, outputs)`` does everything that does not depend on the numbers:
 
-1. **rewrite and lower** every node to dispatches: ``wgpu_fuse`` lets reshapes share
-   their input's buffer, matmuls read transposed operands in place, batched weight
-   gradients run as one GEMM and chains of elementwise ops run as one generated kernel
-   (``wgpu_chain``); ``wgpu_kernels`` gives each remaining node its kernel, uniform
-   block and bindings;
+1. **kernels**: the plain plan (``wgpu_plain``, ``optimize=False``) gives every compute
+   node its own kernel, written from its op's record by ``wgpu_kernels`` (WGSL, uniform
+   block, bindings). The optimised plan (the default) rewrites that kernel list with the
+   ordered passes of ``wgpu_passes``: reshapes share their input's buffer, matmuls read
+   transposed operands in place, batched weight gradients run as one GEMM, chains of
+   elementwise ops run as one generated kernel (``wgpu_chain``)... ``plan.passes`` says
+   what each pass did;
 2. **pipelines**, cached per process by (op, dtype, variant) (``wgpu_device``); a kernel
    not compiled yet starts compiling on a worker thread as soon as step 1 knows it;
 3. **memory plan**: one persistent device buffer per live value. Inputs, parameters,
@@ -15,8 +17,8 @@
    the numpy backend's, but here it decides how much GPU memory a step needs;
 4. **bind groups** and ONE uniform buffer holding every dispatch's parameters, written once.
 
-Steps 1 and 3 (and the uniform words) depend only on the graph's structure: they live in
-``wgpu_lower`` and are kept (``wgpu_plan_cache``): compiling a fresh graph of the same shape again — a re-run
+Steps 1 and 3 (and the uniform words) depend only on the graph's structure: they end in
+``wgpu_memory`` and are kept (``wgpu_plan_cache``): compiling a fresh graph of the same shape again — a re-run
 notebook cell, a second Trainer — only creates this plan's buffers and bind groups.
 
 ``plan.run(feeds)`` is then short, and talks to the GPU as little as possible:
@@ -67,7 +69,6 @@ import numpy as np
 
 from ..graph import Graph, Node
 from ..ops.registry import generation as ops_generation
-from ..ops.registry import spec
 from . import ids
 from . import wgpu_plan_cache as plan_cache
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds
@@ -76,10 +77,13 @@ from .wgpu_gate import PER_WG as GATE_PER_WG
 from .wgpu_gate import SLOTS as GATE_SLOTS
 from .wgpu_gate import Gate, check_source, plan_gate
 from .wgpu_device import Gpu, check_available, describe, family_source, gpu, map_for_reading, shaders_stamp  # noqa: F401
-from .wgpu_kernels import WG_LINEAR, Dispatch, groups_for
-from .wgpu_lower import _bind_entries, _in_place_rewrite, _lower
-from .wgpu_lower import nbytes as _nbytes
+from .wgpu_kernels import WG_LINEAR, Dispatch, groups_for, index_bound_of
 from .wgpu_matmul import tile_from_env
+from .wgpu_memory import bind_entries as _bind_entries
+from .wgpu_memory import nbytes as _nbytes
+from .wgpu_passes import PassList, PassRecord, lower_optimised
+from .wgpu_passes.in_place import in_place_rewrite
+from .wgpu_plain import lower_plain
 from .wgpu_plan_cache import signature
 
 __all__ = ["NAME", "compile", "Plan", "check_available", "describe", "BindingLimitError", "GPU_LOCK", "frozen"]
@@ -121,12 +125,14 @@ class Plan:
 
     backend = NAME
 
-    def __init__(self, graph: Graph, outputs: list[int], max_binding: int | None = None) -> None:
+    def __init__(self, graph: Graph, outputs: list[int], max_binding: int | None = None,
+                 optimize: bool = True) -> None:
         self.gpu: Gpu = gpu()
         wgpu = self.gpu.wgpu
         dev = self.gpu.device
         self.graph = graph
         self.outputs = list(outputs)
+        self.optimize = bool(optimize)   # False: the plain plan, one kernel per compute node (wgpu_plain)
         self.node_ids = graph.ancestors(self.outputs)
         limit = int(max_binding or self.gpu.max_binding)
         for i in self.node_ids:
@@ -143,10 +149,16 @@ class Plan:
         tile = tile_from_env()
         structure, specs = signature(graph, self.node_ids, self.outputs)
         key = (ops_generation(), shaders_stamp(), tile, self.gpu.max_storage_buffers, self.gpu.uniform_align,
-               structure)
-        self._lowered = low = plan_cache.lookup(
-            key, lambda: _lower(graph, self.outputs, self.node_ids, tile, self.gpu.max_storage_buffers,
-                                self.gpu.uniform_align, self.gpu.prefetch), keep=specs)
+               self.optimize, structure)
+        if self.optimize:
+            def build() -> plan_cache.Lowered:
+                return lower_optimised(graph, self.outputs, self.node_ids, tile, self.gpu.max_storage_buffers,
+                                       self.gpu.uniform_align, self.gpu.prefetch)
+        else:
+            def build() -> plan_cache.Lowered:
+                return lower_plain(graph, self.outputs, self.node_ids, tile, self.gpu.uniform_align,
+                                   self.gpu.prefetch)
+        self._lowered = low = plan_cache.lookup(key, build, keep=specs)
         nodes = graph.nodes
         self.leaves = [nodes[i] for i in low.leaves]
         self.constants = [nodes[i] for i in low.constants]
@@ -216,6 +228,8 @@ class Plan:
         low, g = self._lowered, self.gpu
         key = (tuple(self._updates), g.batch_storage_buffers, g.uniform_align, g.max_uniform_binding)
         launches = low.launches.get(key)
+        if launches is None and not self.optimize:   # the plain plan: one launch per dispatch
+            launches = low.launches[key] = [Launch((k,), d) for k, d in enumerate(self.dispatches)]
         if launches is None:
             slot_of = low.slot_of
             launches = low.launches[key] = plan_launches(self.dispatches, lambda nid: slot_of.get(nid, nid), *key[1:])
@@ -334,7 +348,7 @@ class Plan:
             raise KeyError(f"node #{nid} ({n.op}) runs no kernel in this plan (leaves and empty tensors have none)")
         if self.launches is None:
             self.launches = self._plan_launches()
-        root = self.fusion.chain_of.get(nid, nid)
+        root = self.fusion.chain_of.get(nid, nid) if self.fusion is not None else nid
         for la in self.launches:
             roots = [self.dispatches[k].node.id for k in la.members]
             if la.count > 1 and root in roots:
@@ -350,8 +364,23 @@ class Plan:
                 return note + "".join(self._node_sources[nid])
         return "".join(self._node_sources[nid])
 
+    @property
+    def passes(self) -> PassList:
+        """What each optimisation pass did to this plan (``wgpu_passes``), printed as a table: the pass, the
+        kernels (or dispatches) before and after it, what it rewrote. Empty for the plain plan. Once the plan
+        has run (or bind_updates has), the last line is ``batch``: launches of the same code batched (wgpu_batch)."""
+        records = PassList(self._lowered.passes)
+        if self.optimize and self.launches is not None:
+            batched = sum(la.count for la in self.launches if la.count > 1)
+            records.append(PassRecord("batch", len(self.dispatches), len(self.launches),
+                                      f"{batched} dispatches of the same code run as "
+                                      f"{sum(1 for la in self.launches if la.count > 1)} batched launch(es)",
+                                      "launches"))
+        return records
+
     def __repr__(self) -> str:
-        return (f"<wgpu Plan: {len(self.dispatches)} dispatches, {len(self.leaves)} fed leaves, "
+        plain = "" if self.optimize else "plain, "
+        return (f"<wgpu Plan: {plain}{len(self.dispatches)} dispatches, {len(self.leaves)} fed leaves, "
                 f"{(self.bytes_owned + self.bytes_pooled) / 2**20:.2f} MiB of buffers, outputs {self.outputs}>")
 
     # -- parameters on the device -----------------------------------------------------------
@@ -407,7 +436,8 @@ class Plan:
         rewrite = low.updates.get(tuple(pairs))
         if rewrite is None:
             plan_cache.stats["update_misses"] += 1
-            rewrite = low.updates[tuple(pairs)] = _in_place_rewrite(self.graph, low, self.outputs, pairs)
+            rewrite = low.updates[tuple(pairs)] = (in_place_rewrite(self.graph, low, self.outputs, pairs)
+                                                   if self.optimize else (frozenset(), []))
         else:
             plan_cache.stats["update_hits"] += 1
         done, changed = rewrite
@@ -511,7 +541,7 @@ class Plan:
             nodes = self.graph.nodes
             self._id_bounds = []
             for n in self._indexing:
-                bound = spec(n.op).gpu.index_bound(tuple(nodes[i].shape for i in n.inputs), **n.attrs)
+                bound = index_bound_of(n.op)(tuple(nodes[i].shape for i in n.inputs), **n.attrs)
                 for i in n.inputs:
                     if nodes[i].dtype != "int" or not ids.host_ids(self.graph, i):
                         continue
@@ -726,13 +756,16 @@ def _rebound(d: Dispatch, graph: Graph) -> Dispatch:
     return d if d.node is node else dataclasses.replace(d, node=node)
 
 
-def compile(graph: Graph, outputs: list[int], max_binding: int | None = None) -> Plan:  # noqa: A001
+def compile(graph: Graph, outputs: list[int], max_binding: int | None = None,  # noqa: A001
+            optimize: bool = True) -> Plan:
     """Compile the outputs (node ids) of ``graph`` into a GPU :class:`Plan`.
 
-    ``max_binding`` overrides the adapter's per-binding size limit (for tests).
+    ``optimize=False`` gives the plain plan: one kernel per compute node (``wgpu_plain``); the default
+    runs the passes of ``wgpu_passes`` over it. ``max_binding`` overrides the adapter's per-binding size
+    limit (for tests).
     """
     with GPU_LOCK, _collector_paused():   # (the pipeline and lowering caches are shared by every thread's plans)
-        return Plan(graph, outputs, max_binding)
+        return Plan(graph, outputs, max_binding, optimize)
 
 
 @contextlib.contextmanager

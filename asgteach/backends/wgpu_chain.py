@@ -1,6 +1,6 @@
 """Fused elementwise chains: several elementwise nodes computed by ONE generated WGSL kernel.
 
-``wgpu_fuse`` decides which nodes form a chain (an intermediate joins its reader's chain
+The pass ``wgpu_passes.chains`` decides which nodes form a chain (an intermediate joins its reader's chain
 when that reader is its only one, has the same shape, and the value is not a requested
 output). This module writes the kernel for one chain, from ``shaders/fused.wgsl``:
 

@@ -1,4 +1,11 @@
-"""Lowering: each graph node becomes one or more GPU dispatches.
+"""Kernels: the GPU dispatches of one node, generated from its op's record.
+
+This is where a node becomes WGSL: :func:`lower` reads the op's GPU facts (which kernel
+family of ``shaders/`` it uses; an elementwise op's formula) and writes the dispatches that
+compute the node, alone. The plain plan (``wgpu_plain``) is this function called once per
+node; the optimised plan's passes (``wgpu_passes``) call the variants below
+(:func:`matmul_dispatches`' transposed reads and epilogues, :func:`reduce_dispatches`' product, ...) for the
+nodes they rewrite.
 
 A :class:`Dispatch` says which kernel (family file, entry point, filled-in WGSL), which
 64-word uniform block (shapes, strides, counts), which values sit at which binding, and
@@ -29,8 +36,10 @@ from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
-__all__ = ["Dispatch", "lower", "gemm_sum", "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "ew_expr",
-           "ew_function", "ew_params", "ew_attr_values", "ew_variant", "ew_load", "elementwise_source"]
+__all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm_sum",
+           "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of", "reduce_entry",
+           "reduced_axes_of", "index_bound_of", "ew_expr", "ew_function", "ew_params", "ew_attr_values", "ew_variant",
+           "ew_load", "elementwise_source"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -40,6 +49,32 @@ _MAX_GROUPS = 65535
 
 class UnsupportedOnGpu(ValueError):
     """A node that the WGSL kernels cannot express (too many dims after simplification...)."""
+
+
+# --- an op's GPU facts: the only place the backend reads them from its record --------------------
+def family_of(op: str) -> str | None:
+    """The kernel family (a file of ``shaders/``) that computes ``op``: "elementwise", "reduce", "matmul"..."""
+    return spec(op).gpu.kernel
+
+
+def reduce_entry(op: str) -> str:
+    """Which kernel of reduce.wgsl reduces for ``op`` (sum_to and sum share "sum"; default: the op's name)."""
+    return spec(op).gpu.entry or op
+
+
+def reduced_axes_of(op: str) -> Callable[..., Any] | None:
+    """For a reduce-family op: the axes it reduces, as a function of its input's shape and attributes."""
+    return spec(op).gpu.reduced_axes
+
+
+def index_bound_of(op: str) -> Callable[..., int] | None:
+    """For ops that read integer row ids: how many rows there are (checked on the host before a run)."""
+    return spec(op).gpu.index_bound
+
+
+def _formula(op: str) -> Any:
+    """An elementwise op's WGSL formula (a string, or a function of its attributes returning one)."""
+    return spec(op).gpu.expr
 
 
 @dataclass
@@ -130,7 +165,7 @@ def _check_rank(node: Node, shape: list) -> None:
 # every op, so a new op (a student's softsign) runs on the GPU with no change here.
 def ew_expr(node: Node) -> str:
     """The WGSL formula of an elementwise node (an op whose formula depends on an attribute computes it)."""
-    expr = spec(node.op).gpu.expr
+    expr = _formula(node.op)
     return expr(**node.attrs) if callable(expr) else str(expr)
 
 
@@ -224,8 +259,7 @@ def _per_group(n_out: int, n_red: int, inner_strides: list[int]) -> bool:
 
 def reduces_by_adding(node: Node) -> bool:
     """Does ``node`` run one of reduce.wgsl's adding kernels (sum, mean, sum_to), which can reduce a product?"""
-    op = spec(node.op)
-    return op.gpu.kernel == "reduce" and (op.gpu.entry or node.op) + "_wg" in _ADDING
+    return family_of(node.op) == "reduce" and reduce_entry(node.op) + "_wg" in _ADDING
 
 
 @functools.lru_cache(maxsize=2)
@@ -246,13 +280,16 @@ def _product_source(text: str) -> str:
                         "@group(0) @binding(3) var<storage, read> y4: array<vec4<f32>>;\n")
 
 
-def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> list[Dispatch]:
-    """``product``: (a, b) buffers when the reduced value is a * b, computed while reading (wgpu_fuse)."""
+def reduce_dispatches(g: Graph, node: Node, product: tuple[int, int] | None = None) -> list[Dispatch]:
+    """A reduction (sum, mean, max, var, sum_to...) over the axes its spec's ``reduced_axes`` names.
+
+    ``product``: (a, b) buffers when the reduced value is a * b, multiplied while reading (the
+    optimised plan's ``products`` pass); the plain plan reads the node's input."""
     (x,) = (g.nodes[i] for i in node.inputs)
-    op = spec(node.op)
-    if op.gpu.reduced_axes is None:
+    reduced_axes = reduced_axes_of(node.op)
+    if reduced_axes is None:
         raise UnsupportedOnGpu(f"op {node.op!r} uses the reduce kernels but its spec has no reduced_axes")
-    axes = tuple(op.gpu.reduced_axes(x.shape, **node.attrs))
+    axes = tuple(reduced_axes(x.shape, **node.attrs))
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
                               [s for i, s in enumerate(st) if i not in axes])
@@ -262,7 +299,7 @@ def _reduce(g: Graph, node: Node, product: tuple[int, int] | None = None) -> lis
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     scale = 1.0 / n_red if n_red else math.nan   # mean and var divide by it (the mean of nothing is NaN)
     per_group = _per_group(n_out, n_red, ist)
-    base = op.gpu.entry or node.op
+    base = reduce_entry(node.op)
     entry = base + ("_wg" if per_group else "_t")
     src = family_source("reduce")
     scratch = -node.id - 1
@@ -404,9 +441,9 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
                      {1: x.id, 2: node.id}, groups)]
 
 
-def _layer_norm(g: Graph, node: Node, xhat: int | None = None, plus: int | None = None) -> list[Dispatch]:
+def layer_norm_dispatches(g: Graph, node: Node, xhat: int | None = None, plus: int | None = None) -> list[Dispatch]:
     """layer_norm, or layer_norm_dx (``xhat``: also write x_hat into that node's buffer; ``plus``: a buffer
-    of dx's shape added to dx as it is written)."""
+    of dx's shape added to dx as it is written: both only in the optimised plan, pass ``layer_norm_dx``)."""
     d = node.shape[-1]
     rows = node.size // max(d, 1)
     words = _params(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
@@ -422,15 +459,17 @@ def _layer_norm(g: Graph, node: Node, xhat: int | None = None, plus: int | None 
                      {1: x, 2: w, 3: b, 4: node.id}, groups_for(rows))]
 
 
-def _matmul(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: Any = None,
-            bias: int | None = None, resid: int | None = None, mat: int | None = None,
-            scale: float | None = None) -> list[Dispatch]:
-    """C = A @ B. ``operands``: ((buffer node, transposed?, row stride, batch strides), ...) when
-    transposes are read in place (``wgpu_fuse``); a row stride / batch strides of None: contiguous.
+def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: Any = None,
+                      bias: int | None = None, resid: int | None = None, mat: int | None = None,
+                      scale: float | None = None) -> list[Dispatch]:
+    """C = A @ B; the plain plan passes only ``tile``, the rest is the optimised plan's (``wgpu_passes``).
+
+    ``operands``: ((buffer node, transposed?, row stride, batch strides), ...) when
+    transposes are read in place (pass ``transposes``); a row stride / batch strides of None: contiguous.
     ``out_view``: (row stride, batch strides, swapped?) when C is written straight into the layout of
     the transposes that read it; swapped: C's columns are contiguous there, so C^T = B^T @ A^T is
     computed instead (operands exchanged, each read the other way round).
-    ``bias``: the buffer of a (N,) vector added to every row of C as it is stored (see ``wgpu_fuse``);
+    ``bias``: the buffer of a (N,) vector added to every row of C as it is stored (pass ``epilogue``);
     ``resid``: the buffer of a value of C's shape added as C is stored (C must be written contiguously);
     ``mat``: a (M, N) matrix added to every batch's C; ``scale``: C is multiplied by it first."""
     a, b = (g.nodes[i] for i in node.inputs)
@@ -606,33 +645,24 @@ def _pool(g: Graph, node: Node) -> list[Dispatch]:
 
 
 _FAMILIES: dict[str, Callable[..., list[Dispatch]]] = {
-    "elementwise": _elementwise, "reduce": _reduce, "copy": _copy_family, "softmax": _softmax,
-    "layer_norm": _layer_norm, "gather": _gather, "conv": _conv, "pool": _pool,
+    "elementwise": _elementwise, "reduce": reduce_dispatches, "copy": _copy_family, "softmax": _softmax,
+    "layer_norm": layer_norm_dispatches, "gather": _gather, "conv": _conv, "pool": _pool,
 }
+_FAMILIES["matmul"] = matmul_dispatches   # (called with the tile: see lower)
+#: the kernel families this backend has (an op's record names one of them)
+FAMILIES: tuple[str, ...] = tuple(_FAMILIES)
 
 
-def lower(g: Graph, node: Node, family: str, tile: Tile, operands: Any = None, out_view: Any = None,
-          product: tuple[int, int] | None = None, bias: int | None = None,
-          stores: dict[str, int] | None = None, resid: int | None = None, mat: int | None = None,
-          scale: float | None = None) -> list[Dispatch]:
-    """The dispatches that compute ``node`` (an empty list for a node with no elements).
+def lower(g: Graph, node: Node, family: str | None, tile: Tile) -> list[Dispatch]:
+    """The dispatches that compute ``node`` on its own (an empty list for a node with no elements).
 
-    ``operands``, ``out_view`` (matmul only): where A and B are read from and how C is written, see ``wgpu_fuse``.
-    ``product`` (sum, mean, sum_to only): the reduced value is the product of these two buffers.
-    ``bias`` (matmul only): a (N,) buffer added to every row of the result as it is stored; ``resid``: a buffer
-    of the result's shape added too.
-    ``stores`` (layer_norm_dx only): {"xhat": node} to write x_hat into that node's buffer as well; ``resid``
-    (layer_norm_dx too): a buffer of dx's shape added to dx as it is written.
+    ``family`` is the op's kernel family (:func:`family_of`); ``tile`` the matmul tile. This is
+    the plain plan's kernel of a node: its inputs are read from their own buffers, its result
+    written to its own.
     """
     if node.size == 0:
         return []
-    if family == "matmul":
-        return _matmul(g, node, tile, operands, out_view, bias, resid, mat, scale)
-    if product is not None:
-        return _reduce(g, node, product)
-    if family == "layer_norm":
-        return _layer_norm(g, node, (stores or {}).get("xhat"), resid)
-    fn = _FAMILIES.get(family)
+    fn = _FAMILIES.get(family or "")
     if fn is None:
         raise UnsupportedOnGpu(f"op {node.op!r} names WGSL family {family!r}, which the wgpu backend does not have")
-    return fn(g, node)
+    return fn(g, node, tile) if family == "matmul" else fn(g, node)

@@ -14,8 +14,8 @@ new graph with the same nodes in the same order. Its pure work would come out id
 so it is done once and kept here (a :class:`Lowered`), keyed by a *structural signature*:
 for every node the plan reads, its id, op, inputs, shape, element kind and attributes
 (and a constant's value: scalar constants become uniform words), and which OpSpec object
-each op had. Names and source lines do not take part: no kernel depends on them; of the metadata only
-a backward rule's ``shortcut`` mark does (it changes which kernels run, see ``wgpu_fuse``).
+each op had. Names, source lines and metadata do not take part: no kernel depends on them (the
+passes, ``wgpu_passes``, look at ops, inputs, shapes, attributes and constants only).
 
 The key also holds everything else the generated code depends on, so a hit is exactly
 what a fresh compile would produce:
@@ -61,7 +61,7 @@ class Lowered:
     node_ids: list[int]
     leaves: list[int]
     constants: list[int]                      # the constants a kernel binds (they get buffers and uploads)
-    fusion: Any                               # wgpu_fuse.Fusion (read-only once built)
+    fusion: Any                               # wgpu_passes.Fusion (read-only once built); None: the plain plan
     fixed: dict[int, np.ndarray]              # values of nodes whose inputs are empty (computed by numpy)
     failing: dict[int, str]
     dispatches: list[Any]                     # wgpu_kernels.Dispatch, in run order
@@ -81,6 +81,7 @@ class Lowered:
     partials: dict[int, dict] = field(default_factory=dict)   # chain root -> the sums whose last stage it does
     updates: dict[tuple, Any] = field(default_factory=dict)   # bind_updates pairs -> its rewrite (pure too)
     launches: dict[tuple, Any] = field(default_factory=dict)  # (pairs, limits) -> wgpu_batch's launches
+    passes: list = field(default_factory=list)  # wgpu_passes.PassRecord: what each pass did (plan.passes)
     keep: Any = None                                          # what the key names by id() (see lookup)
 
 
@@ -128,12 +129,10 @@ def signature(graph: Graph, node_ids: list[int], outputs: list[int]) -> tuple[tu
         n = nodes[i]
         attrs = _freeze(n.attrs) if n.attrs else None
         value = _value_key(consts.get(i)) if n.op == "constant" else None
-        short = n.meta.get("shortcut")   # a backward rule's "this node = that op's kernel" (wgpu_fuse)
-        rows.append((i, n.op, tuple(n.inputs), tuple(n.shape), n.dtype, attrs, value,
-                     _freeze(short) if short else None))
+        rows.append((i, n.op, tuple(n.inputs), tuple(n.shape), n.dtype, attrs, value))
         ops[n.op] = None
-        if short and short.get("op") in REGISTRY:   # (a mark naming no op is ignored by the plan)
-            ops[short["op"]] = None
+    if "mean" in ops and "layer_norm_dx" in REGISTRY:   # (the pass layer_norm_dx may run that op's kernel)
+        ops["layer_norm_dx"] = None
     specs = tuple(spec(op) for op in sorted(ops))
     return (tuple(outputs), tuple(rows), tuple(map(id, specs))), specs
 

@@ -137,25 +137,11 @@ def _layer_norm_vjp(c: VjpContext, g: Tensor):
         # dx = (1/sigma) * (gw - mean(gw) - xhat * mean(gw * xhat)),  gw = g * w
         gw = g * w
         dx = rstd * (gw - _red.mean(gw, axis=-1, keepdims=True) - xhat * _red.mean(gw * xhat, axis=-1, keepdims=True))
-        _mark_shortcut(dx, g, x, w, xhat, c.attrs["eps"])
     if need_w:
         dw = _shape.sum_to(g * xhat, w.shape)
     if need_b:
         db = _shape.sum_to(g, b.shape)
     return dx, dw, db
-
-
-def _mark_shortcut(dx: Tensor, g: Tensor, x: Tensor, w: Tensor, xhat: Tensor, eps: float) -> None:
-    """Tell the backends that ``dx`` equals ``layer_norm_dx(g, x, w)`` (and that the x_hat its
-    nodes computed on the way is that kernel's by-product).
-
-    The graph keeps the rule above, node by node, for the reader. A GPU plan may instead run
-    the ONE kernel of ``layer_norm_dx`` for the whole of it (a row at a time: the mean and
-    1/sigma of x, the two means of the rule, dx) and skip the twelve small kernels whose only
-    use was dx; ``x_hat`` is written by that kernel too when ``dw`` still reads it.
-    """
-    dx.node.meta["shortcut"] = {"op": "layer_norm_dx", "inputs": [g.node_id, x.node_id, w.node_id],
-                                "attrs": {"eps": float(eps)}, "stores": {"xhat": xhat.node_id}}
 
 
 # --- layer_norm_dx: the x-gradient of layer_norm as one op --------------------------------------
