@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, checks_deep
+from asgteach.lessons import ExerciseError, answer_keys, checks_deep
 from asgteach.lessons.checks_deep import (
     FACTOR_CASES, clip_by_global_norm_check, clipped_training_check, grad_norm_ratio_check, measured_factor,
     predicted_factor_check,
@@ -58,8 +58,8 @@ exec("def _imports_the_answer(width, std, slope):\n"
      "    from asgteach.nn.optim import clip_grad_norm   # read while the check has it switched off\n"
      "    return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), 0.0\n\n"
      "def _reference_imported_inside(grads, max_norm):\n"
-     "    from asgteach.lessons.checks_deep import _reference_clip\n"
-     "    return _reference_clip(grads, max_norm)\n", _NOTEBOOK)
+     "    from asgteach.lessons.answer_keys import clip_by_global_norm as reference\n"
+     "    return reference(grads, max_norm)\n", _NOTEBOOK)
 
 
 def _factor(width, std, slope):
@@ -157,7 +157,7 @@ def test_the_clip_check_passes_global_norm_clipping(answer) -> None:
     (_library_by_name, "hands the work to asgteach's own clipping"),  # the library's function under a global name
     (_NOTEBOOK["_library_imported_inside"], "which the exercise asks you to write yourself"),
     (_NOTEBOOK["_reference_imported_inside"], "which the exercise asks you to write yourself"),
-    (checks_deep._reference_clip, "hands the work to asgteach's own clipping"),
+    (answer_keys.clip_by_global_norm, "hands the work to asgteach's own clipping"),
     (clip_grad_norm, "hands the work to asgteach's own clipping"),
     (lambda grads, max_norm: grads, "should return two things"),
 ])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asgteach.lessons import ExerciseError, check, checks_precision, exercise
+from asgteach.lessons import ExerciseError, answer_keys, check, checks_precision, exercise
 
 
 # --- exercise 1: to_bfloat16 ---------------------------------------------------------------------------
@@ -54,7 +54,7 @@ def test_bfloat16_right_answer_passes() -> None:
 def test_bfloat16_reference_on_known_patterns() -> None:
     u = np.array([0x3F808000, 0x3F818000, 0x3FFFFFFF, 0x7F7FFFFF, 0x7F800001, 0x807FFFFF, 0x80000001], dtype=np.uint32)
     want = [0x3F800000, 0x3F820000, 0x40000000, 0x7F800000, None, 0x80800000, 0x80000000]
-    got = checks_precision._bf16_bits(u)
+    got = answer_keys.bf16_bits(u)
     for g, w in zip(got, want):
         assert (g & 0xFFFF) == 0 and (w is None or g == w), hex(int(g))
     assert np.isnan(got[4:5].view(np.float32)).all()

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from asgteach.lessons import ExerciseError, checks_rnn
-from asgteach.lessons.checks_rnn import PARAM_NAMES, _window
+from asgteach.lessons.answer_keys import PARAM_NAMES
+from asgteach.lessons.answer_keys import rnn_window as _window
 
 
 def _truncated(params, tokens, targets, k, reset=False, full=False, last_only=False, drop_partial=False):

@@ -168,10 +168,6 @@ def _clamp(x: Any, lo: Any, hi: Any) -> Any:
     return np.minimum(np.maximum(x, lo), hi)
 
 
-def _softplus(x: Any, beta: Any) -> Any:
-    return np.logaddexp(0.0, beta * x) / beta
-
-
 #: WGSL's built-in functions (and the helpers of shaders/elementwise_math.wgsl) that the stand-in knows. Their
 #: names are WGSL's, not asgteach ops' (tests/test_user_op.py's ALLOWED says so for this literal)
 _WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -180,7 +176,7 @@ _WGSL_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "log2": np.log2, "sin": np.sin, "cos": np.cos, "floor": np.floor, "ceil": np.ceil,
     "f_log": np.log, "f_sqrt": np.sqrt, "f_tanh": np.tanh, "f_log1p": np.log1p,
     "f_relu": lambda x: np.maximum(x, 0), "f_max": np.maximum, "f_min": np.minimum, "f_pow": np.power,
-    "f_softplus": _softplus, "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "f_softplus": lambda x, beta: np.logaddexp(0.0, beta * x) / beta, "f_sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_not": np.logical_not,
 }
 _ALLOWED_NODES = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call, ast.Name, ast.Load, ast.Constant,

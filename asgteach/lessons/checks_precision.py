@@ -33,14 +33,6 @@ _HIGH = np.uint32(0xFFFF0000)
 
 # --- exercise 1: bfloat16 rounding ---------------------------------------------------------------------
 
-def _bf16_bits(u: np.ndarray) -> np.ndarray:
-    """The reference: float32 bit patterns -> bfloat16 patterns (low 16 bits 0), nearest, ties to even."""
-    wide = u.astype(np.uint64)
-    rounded = ((wide + 0x7FFF + ((wide >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
-    nan = ((u >> 23) & 0xFF == 0xFF) & (u & 0x7FFFFF != 0)
-    return np.where(nan, (u & np.uint32(0x80000000)) | np.uint32(0x7FC00000), rounded)
-
-
 def _patterns(rng: np.random.Generator, n: int, sign: Any, exponent: Any, kept: Any, dropped: Any) -> np.ndarray:
     """n bit patterns from their fields: sign (1 bit), exponent (8), kept mantissa (7), dropped bits (16)."""
     def field(v: Any, bits: int) -> np.ndarray:
@@ -207,6 +199,7 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
     Runs ``fn`` on fresh bit patterns of every kind and compares bit for bit; the message names the
     kind of value, the first wrong one with its bits, and a hint for that kind.
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     if not callable(fn):
         raise ExerciseError(f"to_bfloat16 should be a function, got {type(fn).__name__}")
     if isinstance(fn, np.vectorize) or _calls(fn, "bf16_round"):
@@ -219,7 +212,7 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
         wrong_kinds = []
         for kind, u in cases:
             got = _run_bf16(fn, u.view(np.float32), f"{kind}, e.g. x = {_show(int(u[0]))}")
-            want = _bf16_bits(u)
+            want = keys.bf16_bits(u)
             nan = _is_nan_bits(want)
             ok = np.where(nan, _is_nan_bits(got) & (got & _LOW == 0), got == want)
             if not ok.all():
@@ -230,7 +223,7 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
             x, w, g = int(u[k]), int(want[k]), int(got[k])
             finite = [(uu, gg) for _, uu, _, gg, _ in wrong_kinds if not _is_nan_bits(uu).any()]
             chopped_everywhere = bool(finite) and all(
-                np.all((gg == (uu & _HIGH)) | (_bf16_bits(uu) == gg)) for uu, gg in finite)
+                np.all((gg == (uu & _HIGH)) | (keys.bf16_bits(uu) == gg)) for uu, gg in finite)
             hint = _TRUNCATION if chopped_everywhere and g == (x & 0xFFFF0000) else _bf16_hint(kind, x, w, g)
             also = [kd for kd, *_ in wrong_kinds[1:]]
             should = "a NaN with its low 16 bits 0" if _is_nan_bits(np.array([w], np.uint32))[0] else _show(w)
@@ -241,7 +234,7 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
                 + f"\n  Hint: {hint}")
     x2 = rng.standard_normal((3, 4)).astype(np.float32)
     got2 = _run_bf16(fn, x2, "a 3 x 4 array")
-    want2 = _bf16_bits(x2.view(np.uint32))
+    want2 = keys.bf16_bits(x2.view(np.uint32))
     if not np.array_equal(got2, want2):
         k = np.unravel_index(int(np.argmax(got2 != want2)), x2.shape)
         raise ExerciseError(f"to_bfloat16 is wrong on a 3 x 4 array at {tuple(int(i) for i in k)}: x = "
@@ -250,24 +243,6 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
 
 
 # --- exercise 2: the dynamic loss scaler -----------------------------------------------------------------
-
-class _ReferenceScaler:
-    """PyTorch's GradScaler policy: on inf/NaN halve and skip; after N finite steps in a row double."""
-
-    def __init__(self, init_scale: float, growth_interval: int) -> None:
-        self.scale, self.growth_interval, self.good_steps = float(init_scale), growth_interval, 0
-
-    def update(self, grads: list[np.ndarray]) -> bool:
-        if not all(np.isfinite(g).all() for g in grads):
-            self.scale /= 2
-            self.good_steps = 0
-            return False
-        self.good_steps += 1
-        if self.good_steps == self.growth_interval:
-            self.scale *= 2
-            self.good_steps = 0
-        return True
-
 
 def _batch(rng: np.random.Generator, bad: str | None, where: str = "any") -> tuple[list[np.ndarray], str, int]:
     """2-4 float32 gradient arrays, ``bad`` ("inf", "-inf", "nan") put in one element of array i: (arrays, what, i)."""
@@ -312,6 +287,7 @@ def _trace(kinds: list[str], scales: list[float]) -> str:
 def scaler_check(cls: Any) -> None:
     """``cls(init_scale=..., growth_interval=...)`` with ``.scale`` and ``.update(grads) -> bool``, driven on fresh
     sequences of gradient batches and compared, step by step, with the reference policy."""
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     if not isinstance(cls, type) and not callable(cls):
         raise ExerciseError(f"DynamicScaler should be a class, got {type(cls).__name__}")
     rng = np.random.default_rng()
@@ -323,7 +299,7 @@ def scaler_check(cls: Any) -> None:
         except Exception as e:  # noqa: BLE001 - a constructor that fails is a finding
             raise ExerciseError(f"DynamicScaler(init_scale={init:g}, growth_interval={interval}) raised "
                                 f"{type(e).__name__}: {e}") from e
-        ref = _ReferenceScaler(init, interval)
+        ref = keys.ReferenceScaler(init, interval)
         label = f"DynamicScaler(init_scale={init:g}, growth_interval={interval})"
         scale = _scale_of(mine, label)
         if scale != init:

@@ -27,7 +27,7 @@ from .exercises import ExerciseError
 __all__ = ["PARAM_NAMES", "random_rnn", "truncation_bias", "truncated_bptt_check", "gradient_horizon_check"]
 
 #: the parameters of the lesson's RNN, in the order the lesson creates them
-PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
+PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")   # as answer_keys.PARAM_NAMES
 
 
 def random_rnn(V: int, H: int, rho: float, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -42,58 +42,6 @@ def random_rnn(V: int, H: int, rho: float, rng: np.random.Generator) -> dict[str
 
 # --- the reference: forward and backward through time, by hand ------------------------------------------
 
-def _window(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
-            h0: np.ndarray) -> tuple[float, np.ndarray, dict[str, np.ndarray]]:
-    """One window, its own graph: (summed loss, last hidden state, gradients). No gradient leaves through h0."""
-    B, T = tokens.shape
-    rows = np.arange(B)
-    hs, probs, loss = [h0], [], 0.0
-    for t in range(T):
-        hs.append(np.tanh(P["W_xh"][tokens[:, t]] + hs[-1] @ P["W_hh"] + P["b_h"]))
-        z = hs[-1] @ P["W_hy"] + P["b_y"]
-        z = z - z.max(axis=1, keepdims=True)
-        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
-        loss -= float(np.mean(np.log(p[rows, targets[:, t]])))
-        probs.append(p)
-    grads = {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
-    dh_next = np.zeros_like(h0)
-    for t in reversed(range(T)):
-        dz = probs[t].copy()
-        dz[rows, targets[:, t]] -= 1.0
-        dz /= B
-        grads["W_hy"] += hs[t + 1].T @ dz
-        grads["b_y"] += dz.sum(axis=0)
-        da = (dz @ P["W_hy"].T + dh_next) * (1.0 - hs[t + 1] ** 2)
-        np.add.at(grads["W_xh"], tokens[:, t], da)
-        grads["W_hh"] += hs[t].T @ da
-        grads["b_h"] += da.sum(axis=0)
-        dh_next = da @ P["W_hh"].T
-    return loss, hs[-1], grads
-
-
-def _truncated(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray, k: int,
-               mistake: str = "") -> tuple[float, dict[str, np.ndarray]]:
-    """Truncated BPTT over windows of k steps from h = 0, or one of the usual ``mistake``s."""
-    B, T = tokens.shape
-    h = np.zeros((B, P["W_hh"].shape[0]))
-    if mistake == "full":                       # gradient flows across the windows: full BPTT
-        k = T
-    total, grads = 0.0, {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
-    for start in range(0, T, k):
-        stop = min(start + k, T)
-        if mistake == "drop_partial" and stop - start < k:
-            break
-        if mistake == "reset":
-            h = np.zeros_like(h)
-        loss, h, g = _window(P, tokens[:, start:stop], targets[:, start:stop], h)
-        if mistake == "last_only":
-            total, grads = loss, g
-        else:
-            total += loss
-            grads = {n: grads[n] + g[n] for n in PARAM_NAMES}
-    return total, grads
-
-
 def truncation_bias(params: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
                     ks: Sequence[int]) -> list[float]:
     """For each window length k: |truncated gradient - full gradient| / |full gradient| (all parameters).
@@ -101,12 +49,13 @@ def truncation_bias(params: Mapping[str, np.ndarray], tokens: np.ndarray, target
     Computed with this module's reference (numpy by hand, not the exercise's answer): the
     relative size of what truncated BPTT leaves out.
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     def flat(g: Mapping[str, np.ndarray]) -> np.ndarray:
         return np.concatenate([np.ravel(g[n]) for n in PARAM_NAMES])
 
-    full = flat(_truncated(params, tokens, targets, tokens.shape[1])[1])
-    return [float(np.linalg.norm(flat(_truncated(params, tokens, targets, k)[1]) - full) / np.linalg.norm(full))
-            for k in ks]
+    full = flat(keys.truncated_bptt(params, tokens, targets, tokens.shape[1])[1])
+    return [float(np.linalg.norm(flat(keys.truncated_bptt(params, tokens, targets, k)[1]) - full)
+                  / np.linalg.norm(full)) for k in ks]
 
 
 # --- exercise 1: truncated BPTT ---------------------------------------------------------------------------
@@ -163,6 +112,7 @@ def truncated_bptt_check(fn: Callable[..., Any]) -> None:
     k = 1; each at fresh parameters (V = 7 characters, H = 5 hidden units, W_hh at spectral radius 1.2,
     so that what crosses a window boundary is not negligible).
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     rng = np.random.default_rng()
     V, H = 7, 5
     for B, T, k in [(3, 12, 4), (2, 11, 4), (2, 9, 9), (2, 5, 1)]:
@@ -170,14 +120,14 @@ def truncated_bptt_check(fn: Callable[..., Any]) -> None:
         tokens, targets = rng.integers(0, V, (B, T)), rng.integers(0, V, (B, T))
         where = f"truncated_grads(<params V={V} H={H}>, <tokens {tokens.shape}>, <targets {targets.shape}>, k={k})"
         loss, grads = _call(fn, P, tokens, targets, k, where)
-        ref = _truncated(P, tokens, targets, k)
+        ref = keys.truncated_bptt(P, tokens, targets, k)
         if _same(loss, grads, ref):
             continue
         windows = f"{-(-T // k)} window(s) of {k} step(s)" + (f", the last of {T % k}" if T % k else "")
         for mistake, why in _MISTAKES.items():
             if (mistake == "full" and k == T) or (mistake == "drop_partial" and T % k == 0):
                 continue
-            if _same(loss, grads, _truncated(P, tokens, targets, k, mistake), with_loss=mistake != "full"):
+            if _same(loss, grads, keys.truncated_bptt(P, tokens, targets, k, mistake), with_loss=mistake != "full"):
                 raise ExerciseError(f"{where} ({windows}): {why}.")
         if not np.isclose(loss, ref[0], rtol=1e-6, atol=1e-9):
             check_array(loss, ref[0], name="the loss", where=f"{where}, {windows}", rtol=1e-6)
@@ -194,21 +144,6 @@ def truncated_bptt_check(fn: Callable[..., Any]) -> None:
 
 # --- exercise 2: how far back does the gradient reach? -----------------------------------------------------
 
-def _horizon(W_hh: np.ndarray, hs: Sequence[np.ndarray], g_last: np.ndarray, threshold: float,
-             mistake: str = "") -> tuple[np.ndarray, int | None]:
-    T = len(hs)
-    norms = np.zeros(T)
-    g = np.asarray(g_last, dtype=np.float64)
-    norms[T - 1] = np.linalg.norm(g)
-    W = W_hh if mistake == "no_transpose" else W_hh.T
-    for t in range(T - 1, 0, -1):
-        local = 1.0 if mistake == "no_tanh" else 1.0 - hs[t - 1 if mistake == "previous_h" else t] ** 2
-        g = (g * local) @ W
-        norms[t - 1] = np.linalg.norm(g)
-    below = [j for j in range(1, T) if norms[T - 1 - j] < threshold * norms[T - 1]]
-    return norms, (below[0] if below else None)
-
-
 _HORIZON_MISTAKES = {
     "previous_h": "the tanh derivative belongs to the step's own output: dh_t/dh_{t-1} uses 1 - h_t**2, not "
                   "1 - h_{t-1}**2",
@@ -223,6 +158,7 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
 
     W_hh is drawn at spectral radii from 0.5 (fast vanishing) to 2.5 (no vanishing: j is None there).
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     rng = np.random.default_rng()
     V, H, B, T = 9, 6, 3, 40
     for rho, threshold in [(0.5, 1e-3), (0.85, 1e-2), (1.0, 1e-3), (2.5, 1e-3)]:
@@ -234,7 +170,7 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
                 h = np.tanh(P["W_xh"][tokens[:, t]] + h @ P["W_hh"] + P["b_h"])
                 hs.append(h)
             g_last = rng.standard_normal((B, H))
-            want_norms, want_j = _horizon(P["W_hh"], hs, g_last, threshold)
+            want_norms, want_j = keys.gradient_horizon(P["W_hh"], hs, g_last, threshold)
             if rho < 2 or want_j is None:
                 break
         where = f"gradient_horizon(<W_hh {H}x{H}, spectral radius {rho}>, <{T} states {(B, H)}>, g_last, {threshold})"
@@ -251,8 +187,8 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
         if np.shape(norms) != (T,) or not np.allclose(np.asarray(norms, dtype=np.float64), want_norms, rtol=1e-6,
                                                       atol=1e-300):
             for mistake, why in _HORIZON_MISTAKES.items():
-                if np.shape(norms) == (T,) and np.allclose(np.asarray(norms, dtype=np.float64),
-                                                          _horizon(P["W_hh"], hs, g_last, threshold, mistake)[0],
+                wrong = keys.gradient_horizon(P["W_hh"], hs, g_last, threshold, mistake)[0]
+                if np.shape(norms) == (T,) and np.allclose(np.asarray(norms, dtype=np.float64), wrong,
                                                           rtol=1e-6, atol=1e-300):
                     raise ExerciseError(f"{where}: the norms are off: {why}.")
             try:

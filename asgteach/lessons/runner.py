@@ -77,7 +77,8 @@ class _Notes:
     def take(self, names: set[str]) -> None:
         for name in names:
             module = sys.modules.get(name)
-            if not isinstance(module, ModuleType) or not _guarded(name) or name in self.modules:
+            if (not isinstance(module, ModuleType) or not _guarded(name) or name in self.modules
+                    or name.endswith("answer_keys")):
                 continue
             attrs = {k: v for k, v in vars(module).items() if _tracked(k, v)}
             self.modules[name] = (module, attrs)
@@ -252,6 +253,15 @@ def _judge_here(n: int, source: str, ns: dict, notes: _Notes, protected: dict, s
     return {"exercise": n, "passed": message is None, "message": message or "", "output": output}
 
 
+def _forget_keys() -> None:
+    """Take the answer keys out of this process's module table (a check, or an instructor's cell, loaded them)."""
+    for name in [m for m in sys.modules if m.endswith("answer_keys")]:
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and hasattr(sys.modules[parent], child):
+            delattr(sys.modules[parent], child)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     workdir = args[0]
@@ -295,17 +305,14 @@ def main(argv: list[str] | None = None) -> int:
             _run_cell(source, ns, f"<check {n}, for its definitions>")
             set_trusted("trusted")
             notes.restore()
-            for name in [m for m in sys.modules if m.endswith("answer_keys")]:
-                del sys.modules[name]
-                parent, _, child = name.rpartition(".")
-                if parent in sys.modules and hasattr(sys.modules[parent], child):
-                    delattr(sys.modules[parent], child)
+            _forget_keys()
             continue
         before = set(sys.modules)
         if kind == "context":
             ns.update(protected)
             _run_cell(source, ns, f"<cell {index}>")
             notes.take(set(sys.modules) - before)
+            _forget_keys()    # a lesson's cell may use a reference (18's truncation_bias): not for the answers
             for name, value in ns.items():
                 origin = getattr(value, "__module__", "") or ""
                 if isinstance(value, ModuleType) or (callable(value) and origin.startswith("asgteach.lessons")):

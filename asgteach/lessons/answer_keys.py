@@ -1,0 +1,125 @@
+"""The answer keys: the reference solutions the checks compare with. This file gives the answers away.
+
+Nothing a lesson imports holds these: each check loads this module inside its own body, when it runs
+(``from . import answer_keys``), and a graded run (:mod:`asgteach.lessons.runner`) refuses the
+submitted code any import or read of it, and loads it only in the fork that runs a check. Try the
+exercise first: ``asgteach solution LESSON N`` shows one exercise's solution when you are stuck.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+#: the RNN's parameter names (lesson 18), as checks_rnn names them
+PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
+
+__all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
+           "gradient_horizon", "PARAM_NAMES"]
+
+
+# --- lesson 16 ------------------------------------------------------------------------------------------
+
+def bf16_bits(u: np.ndarray) -> np.ndarray:
+    """The reference: float32 bit patterns -> bfloat16 patterns (low 16 bits 0), nearest, ties to even."""
+    wide = u.astype(np.uint64)
+    rounded = ((wide + 0x7FFF + ((wide >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    nan = ((u >> 23) & 0xFF == 0xFF) & (u & 0x7FFFFF != 0)
+    return np.where(nan, (u & np.uint32(0x80000000)) | np.uint32(0x7FC00000), rounded)
+
+
+class ReferenceScaler:
+    """PyTorch's GradScaler policy: on inf/NaN halve and skip; after N finite steps in a row double."""
+
+    def __init__(self, init_scale: float, growth_interval: int) -> None:
+        self.scale, self.growth_interval, self.good_steps = float(init_scale), growth_interval, 0
+
+    def update(self, grads: list[np.ndarray]) -> bool:
+        if not all(np.isfinite(g).all() for g in grads):
+            self.scale /= 2
+            self.good_steps = 0
+            return False
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:
+            self.scale *= 2
+            self.good_steps = 0
+        return True
+
+
+# --- lesson 14 ------------------------------------------------------------------------------------------
+
+def clip_by_global_norm(grads: Sequence[np.ndarray], max_norm: float) -> tuple[list[np.ndarray], float]:
+    norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in grads))
+    scale = max_norm / norm if norm > max_norm else 1.0
+    return [np.asarray(g, dtype=np.float64) * scale for g in grads], norm
+
+
+# --- lesson 18 ------------------------------------------------------------------------------------------
+
+def rnn_window(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
+            h0: np.ndarray) -> tuple[float, np.ndarray, dict[str, np.ndarray]]:
+    """One window, its own graph: (summed loss, last hidden state, gradients). No gradient leaves through h0."""
+    B, T = tokens.shape
+    rows = np.arange(B)
+    hs, probs, loss = [h0], [], 0.0
+    for t in range(T):
+        hs.append(np.tanh(P["W_xh"][tokens[:, t]] + hs[-1] @ P["W_hh"] + P["b_h"]))
+        z = hs[-1] @ P["W_hy"] + P["b_y"]
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+        loss -= float(np.mean(np.log(p[rows, targets[:, t]])))
+        probs.append(p)
+    grads = {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
+    dh_next = np.zeros_like(h0)
+    for t in reversed(range(T)):
+        dz = probs[t].copy()
+        dz[rows, targets[:, t]] -= 1.0
+        dz /= B
+        grads["W_hy"] += hs[t + 1].T @ dz
+        grads["b_y"] += dz.sum(axis=0)
+        da = (dz @ P["W_hy"].T + dh_next) * (1.0 - hs[t + 1] ** 2)
+        np.add.at(grads["W_xh"], tokens[:, t], da)
+        grads["W_hh"] += hs[t].T @ da
+        grads["b_h"] += da.sum(axis=0)
+        dh_next = da @ P["W_hh"].T
+    return loss, hs[-1], grads
+
+
+def truncated_bptt(P: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray, k: int,
+               mistake: str = "") -> tuple[float, dict[str, np.ndarray]]:
+    """Truncated BPTT over windows of k steps from h = 0, or one of the usual ``mistake``s."""
+    B, T = tokens.shape
+    h = np.zeros((B, P["W_hh"].shape[0]))
+    if mistake == "full":                       # gradient flows across the windows: full BPTT
+        k = T
+    total, grads = 0.0, {n: np.zeros_like(np.asarray(P[n], dtype=np.float64)) for n in PARAM_NAMES}
+    for start in range(0, T, k):
+        stop = min(start + k, T)
+        if mistake == "drop_partial" and stop - start < k:
+            break
+        if mistake == "reset":
+            h = np.zeros_like(h)
+        loss, h, g = rnn_window(P, tokens[:, start:stop], targets[:, start:stop], h)
+        if mistake == "last_only":
+            total, grads = loss, g
+        else:
+            total += loss
+            grads = {n: grads[n] + g[n] for n in PARAM_NAMES}
+    return total, grads
+
+
+def gradient_horizon(W_hh: np.ndarray, hs: Sequence[np.ndarray], g_last: np.ndarray, threshold: float,
+             mistake: str = "") -> tuple[np.ndarray, int | None]:
+    T = len(hs)
+    norms = np.zeros(T)
+    g = np.asarray(g_last, dtype=np.float64)
+    norms[T - 1] = np.linalg.norm(g)
+    W = W_hh if mistake == "no_transpose" else W_hh.T
+    for t in range(T - 1, 0, -1):
+        local = 1.0 if mistake == "no_tanh" else 1.0 - hs[t - 1 if mistake == "previous_h" else t] ** 2
+        g = (g * local) @ W
+        norms[t - 1] = np.linalg.norm(g)
+    below = [j for j in range(1, T) if norms[T - 1 - j] < threshold * norms[T - 1]]
+    return norms, (below[0] if below else None)
