@@ -3,7 +3,7 @@
     asgteach lab      JupyterLab on (your writable copy of) the lessons, bound to 127.0.0.1
     asgteach demo     headless: the example graph, a small model trained, a static HTML page of its graph
     asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
-    asgteach doctor   versions, Jupyter extensions, GPU adapters, and what to install for what is missing
+    asgteach doctor   front-end, versions, Jupyter extensions, GPU adapters, and what to install for what is missing
     asgteach student  student versions of the lessons: solutions cut out, outputs cleared
     asgteach course   the lessons as an nbgrader course directory (solution, autograded and read-only cells)
     asgteach link     the nbgitpuller link that pulls the lessons into each student's home on a JupyterHub
@@ -336,12 +336,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", metavar="PATH", help="where to write the HTML page (default ./asgteach-demo.html)")
 
     doctor = sub.add_parser(
-        "doctor", help="versions, Jupyter extensions, GPU adapters - and what to install when something is missing",
-        description="Check what the course needs: Python and package versions, the lessons and shaders, JupyterLab "
-                    "4 / Notebook 7 and the two frontend extensions the graph view needs (the Jupyter widgets "
-                    "manager and ipycytoscape), and the WebGPU adapters. For each missing piece it prints the "
-                    "command that fixes it. Exit code 1 when something the notebooks need is missing (a missing GPU "
-                    "adapter is optional: numpy works everywhere).",
+        "doctor", help="front-end, versions, Jupyter extensions, GPU adapters - and what to install when something "
+                       "is missing",
+        description="Check what the course needs: which front-end this runs under (JupyterLab, Notebook 7, VS Code, "
+                    "Colab, marimo, a terminal) and what the graph view does there, Python and package versions, the "
+                    "lessons and shaders, JupyterLab 4 / Notebook 7 and the two frontend extensions the graph view "
+                    "needs (the Jupyter widgets manager and anywidget's), the WebGPU adapters and what their drivers "
+                    "printed while probed. For each missing piece it prints the command that fixes it. Exit code 1 "
+                    "when something the notebooks need is missing (a missing GPU adapter is optional: numpy works "
+                    "everywhere).",
     )
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
 

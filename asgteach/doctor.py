@@ -1,9 +1,12 @@
 """``asgteach doctor``: is everything here that the course needs, and if not, what to install.
 
 Each check is a :class:`Finding`: what was looked at, whether it is fine, what was seen,
-and — when it is not fine — the one command or step that fixes it. Findings come in three
+and — when it is not fine — the one command or step that fixes it. Findings come in four
 levels: ``required`` (asgteach itself cannot work), ``lab`` (the notebooks cannot show the
-clickable graph) and ``optional`` (the GPU backend; numpy works without it).
+clickable graph), ``optional`` (the GPU backend; numpy works without it) and ``info`` (what
+was seen, nothing to fix: which front-end runs this (:mod:`asgteach.frontend`) and what works
+there, and what the GPU drivers printed while they were probed, which
+:mod:`asgteach.fdcapture` keeps out of notebook cells).
 """
 
 from __future__ import annotations
@@ -17,15 +20,22 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import progress
+from . import fdcapture, frontend, progress
 
-__all__ = ["Finding", "diagnose", "format_findings", "labextensions", "as_json", "installed_version"]
+__all__ = ["Finding", "diagnose", "format_findings", "labextensions", "as_json", "installed_version",
+           "frontend_findings", "gpu_probe_findings"]
 
 #: the two JupyterLab/Notebook 7 frontend extensions the graph view needs, and the package that ships each
+#: (both come with pip: anywidget's front-end runs the view's bundled JavaScript, nothing of ours to install)
 EXTENSIONS = {
     "@jupyter-widgets/jupyterlab-manager": ("the Jupyter widgets manager", "jupyterlab_widgets",
                                             "pip install 'jupyterlab_widgets>=3' 'ipywidgets>=8.1,<9'"),
-    "jupyter-cytoscape": ("ipycytoscape's graph view", "ipycytoscape", "pip install 'ipycytoscape==1.3.3'"),
+    "anywidget": ("anywidget's front-end, which runs the graph view", "anywidget", "pip install 'anywidget>=0.9,<1'"),
+}
+#: Lines GPU drivers are known to print while probed, and what each means for a student.
+KNOWN_PROBE_LINES = {
+    "XDG_RUNTIME_DIR": "harmless: Mesa's Vulkan drivers look for a Wayland display, which computing does not need "
+                       "(set XDG_RUNTIME_DIR to a private directory, e.g. /run/user/$(id -u), to silence it)",
 }
 
 
@@ -33,7 +43,7 @@ EXTENSIONS = {
 class Finding:
     """One check: ``ok`` or not, what was ``seen``, and the ``fix`` when not ok."""
 
-    level: str          # "required", "lab" or "optional"
+    level: str          # "required", "lab", "optional" or "info"
     what: str
     ok: bool
     seen: str
@@ -93,6 +103,37 @@ def _extension_findings() -> list[Finding]:
     return out
 
 
+def frontend_findings() -> list[Finding]:
+    """Which front-end this runs under (:func:`asgteach.frontend.detect`) and what the graph view does there."""
+    fe = frontend.detect()
+    return [Finding("info", "front-end", True, f"{fe.name} ({fe.seen})"),
+            Finding("info", f"what works in {fe.name}", True, fe.what_works)]
+
+
+def gpu_probe_findings() -> list[Finding]:
+    """What the GPU drivers printed to stderr while the adapters were listed (probing first if need be).
+
+    The probe captures it (:mod:`asgteach.fdcapture`), so it never lands in a notebook cell; here
+    each distinct line is shown once with its count, and a known line with what it means.
+    """
+    if installed_version("wgpu") is None:
+        return []
+    from .backends import available
+
+    available()   # lists the adapters once per process (captured); a second call only reads the cache
+    said = fdcapture.messages().get("GPU probe", "")
+    lines = [line.strip() for line in said.splitlines() if line.strip()]
+    if not lines:
+        return [Finding("info", "GPU probe messages", True, "none (the drivers printed nothing)")]
+    counts: dict[str, int] = {}
+    for line in lines:
+        counts[line] = counts.get(line, 0) + 1
+    seen = "; ".join(f"{line} ({n}x)" if n > 1 else line for line, n in counts.items())
+    notes = [note for key, note in KNOWN_PROBE_LINES.items() if key in said]
+    return [Finding("info", "GPU probe messages (kept out of notebook cells)", True,
+                    seen + (" - " + "; ".join(notes) if notes else ""))]
+
+
 def _adapter_findings() -> list[Finding]:
     from .backends import describe
 
@@ -131,7 +172,8 @@ def diagnose() -> list[Finding]:
     """Every check, in the order a newcomer should fix them."""
     import asgteach
 
-    findings = [Finding("required", "python >= 3.10", sys.version_info >= (3, 10), platform.python_version(),
+    findings = frontend_findings()
+    findings += [Finding("required", "python >= 3.10", sys.version_info >= (3, 10), platform.python_version(),
                         "install Python 3.10 or newer (3.10 to 3.13 are tested)"),
                 Finding("required", "asgteach", True, f"{asgteach.__version__} at {Path(asgteach.__file__).parent}")]
     needed = [("numpy", "the reference backend"), ("tqdm", "progress bars"), ("safetensors", "saving weights"),
@@ -142,8 +184,8 @@ def diagnose() -> list[Finding]:
         findings.append(_package("required", dist, why, f"pip install {dist}"))
     findings.append(Finding("optional", "progress display", True, progress.describe()))
     findings += _data_findings()
-    findings.append(_package("lab", "ipywidgets", "the inspector and toolbar", "pip install 'ipywidgets>=8.1,<9'"))
-    findings.append(_package("lab", "ipycytoscape", "the clickable graph", "pip install 'ipycytoscape==1.3.3'"))
+    findings.append(_package("lab", "ipywidgets", "the widget protocol", "pip install 'ipywidgets>=8.1,<9'"))
+    findings.append(_package("lab", "anywidget", "the clickable graph", "pip install 'anywidget>=0.9,<1'"))
     findings.append(_package("lab", "ipykernel", "runs the notebooks", "pip install ipykernel"))
     for dist in ("jupyterlab", "notebook"):
         v = installed_version(dist)
@@ -153,6 +195,7 @@ def diagnose() -> list[Finding]:
     findings.append(_package("optional", "wgpu", "the WebGPU backend", "pip install 'asgteach[gpu]'"))
     if installed_version("wgpu") is not None:
         findings += _adapter_findings()
+        findings += gpu_probe_findings()
     return findings
 
 
@@ -160,7 +203,7 @@ def format_findings(findings: list[Finding]) -> str:
     """The report: one line per check, then what to do, most important first."""
     lines = []
     for f in findings:
-        mark = "ok  " if f.ok else ("MISSING" if f.level != "optional" else "absent ")
+        mark = "info" if f.level == "info" else "ok  " if f.ok else ("MISSING" if f.level != "optional" else "absent ")
         lines.append(f"  {mark:7s} {f.what}: {f.seen}")
     todo = [f for f in findings if not f.ok]
     if todo:

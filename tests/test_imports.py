@@ -31,6 +31,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "datasets": ("asgteach.datasets",),      # small bundled data sets
         "progress": ("asgteach.progress",),      # tqdm bars where someone watches, plain lines in logs
         "hooks": ("asgteach.hooks",),            # what a higher layer hands down to a lower one
+        "fdcapture": ("asgteach.fdcapture",),    # what C code prints to fd 2 (the GPU probe), kept out of cells
     },
     {  # 1: the graph and the shape rules
         "shapes": ("asgteach.shapes",),
@@ -63,7 +64,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "lessons": ("asgteach.lessons",),
         "course": ("asgteach.course",),
         "demo": ("asgteach.demo",),
-        "doctor": ("asgteach.doctor",),
+        "doctor": ("asgteach.doctor", "asgteach.frontend"),   # frontend: which notebook front-end runs this
         "examples": ("asgteach.examples",),
         "opcheck": ("asgteach.opcheck",),
         "hub": ("asgteach.hub",),                # the nbgitpuller link (`asgteach link`)
@@ -269,7 +270,7 @@ def test_a_graph_is_drawn_through_the_hook_the_widgets_set() -> None:
         assert x._repr_mimebundle_() == {"text/plain": repr(x)} and g._repr_mimebundle_() == {"text/plain": repr(g)}
     finally:
         hooks.display = saved
-    assert "text/html" in x._repr_mimebundle_()
+    assert "image/png" in x._repr_mimebundle_()   # the picture (an untrusted notebook shows PNG, not HTML)
 
 
 def test_every_hook_is_handed_down_by_the_module_its_docstring_names() -> None:

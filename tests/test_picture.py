@@ -47,8 +47,7 @@ def _nodes(svg: str) -> dict[str, tuple[float, float, str]]:
         if g.get("class") != "asg-node":
             continue
         path, text = g.find(f"{SVG}path"), g.find(f"{SVG}text")
-        span = text.find(f"{SVG}tspan")
-        out[g.get("data-id")] = (float(span.get("x")), float(span.get("y")), path.get("fill"))
+        out[g.get("data-id")] = (float(text.get("x")), float(text.get("y")), path.get("fill"))
     return out
 
 

@@ -21,6 +21,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..fdcapture import captured_stderr
 from ..resources import shader_source, shaders_dir
 from .wgpu_ffi import speed_up
 
@@ -62,8 +63,9 @@ def _choose_adapter(wgpu: Any) -> Any:
     from . import BackendUnavailable
 
     want = os.environ.get("ASGTEACH_WGPU_ADAPTER", "").strip()
-    try:
-        adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
+    try:   # drivers print to fd 2 while they load (XDG_RUNTIME_DIR...): kept for `asgteach doctor`, not the cell
+        with captured_stderr("GPU probe"):
+            adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
     except Exception as e:  # noqa: BLE001 - a broken driver install must not crash the caller
         raise BackendUnavailable(f"no WebGPU adapter could be listed ({e}); {NO_ADAPTER_HELP}") from e
     if not adapters:

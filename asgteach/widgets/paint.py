@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import io
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..usertext import NO_MATH, plain_text
 
@@ -70,11 +70,12 @@ class Text:
 
 @dataclass
 class Node:
-    """The records of one node, with a hover text (SVG ``<title>``) and an id (``data-id``)."""
+    """Records drawn as one group: a node (hover text: SVG ``<title>``; ``data-id``), or the legend (``cls``)."""
 
     id: str
     title: str
     items: list["Item"] = field(default_factory=list)
+    cls: str = "asg-node"
 
 
 Item = Shape | Text | Node
@@ -100,14 +101,13 @@ def _svg_shape(s: Shape) -> str:
 
 
 def _svg_text(t: Text) -> str:
-    n = len(t.lines)
-    first = t.y - (n - 1) * t.line_height * t.size / 2
+    """One ``<text>`` per line (no ``<tspan>``: the fewer SVG tags, the less a sanitizer or checker must know)."""
+    first = t.y - (len(t.lines) - 1) * t.line_height * t.size / 2
     style = (' font-weight="bold"' if t.bold else "") + (' font-style="italic"' if t.italic else "")
     style += f' opacity="{t.opacity:g}"' if t.opacity < 1 else ""
-    spans = "".join(f'<tspan x="{t.x:.1f}" y="{first + k * t.line_height * t.size:.1f}">{plain_text(line)}</tspan>'
-                    for k, line in enumerate(t.lines))
-    return (f'<text font-size="{t.size:g}" fill="{t.colour}" text-anchor="{t.anchor}" '
-            f'dominant-baseline="central"{style}>{spans}</text>')
+    return "".join(f'<text x="{t.x:.1f}" y="{first + k * t.line_height * t.size:.1f}" font-size="{t.size:g}" '
+                   f'fill="{t.colour}" text-anchor="{t.anchor}" dominant-baseline="central"{style}>'
+                   f'{plain_text(line)}</text>' for k, line in enumerate(t.lines))
 
 
 def _svg_item(item: Item) -> str:
@@ -116,7 +116,8 @@ def _svg_item(item: Item) -> str:
     if isinstance(item, Text):
         return _svg_text(item)
     inner = "".join(_svg_item(i) for i in item.items)
-    return f'<g class="asg-node" data-id="{plain_text(item.id)}"><title>{plain_text(item.title)}</title>{inner}</g>'
+    title = f"<title>{plain_text(item.title)}</title>" if item.title else ""
+    return f'<g class="{item.cls}" data-id="{plain_text(item.id)}">{title}{inner}</g>'
 
 
 def to_svg(items: list[Item], width: float, height: float, label: str = "") -> str:
@@ -140,42 +141,88 @@ def _flat(items: list[Item]) -> list[Shape | Text]:
 
 
 def to_png(items: list[Item], width: float, height: float, scale: float = 1.0) -> bytes:
-    """PNG bytes of ``items``: ``scale`` pixels per CSS px (1: screen resolution)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Polygon
+    """PNG bytes of ``items``: ``scale`` pixels per CSS px (1: screen resolution).
 
+    Straight onto matplotlib's Agg renderer (no Figure, no artists: they would lay out and
+    re-measure every text for nothing), then encoded by Pillow (matplotlib's own dependency).
+    """
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.colors import to_rgba
+    from matplotlib.path import Path as MplPath
+    from matplotlib.transforms import Affine2D
+    from PIL import Image
+
+    w_px, h_px = max(1, round(width * scale)), max(1, round(height * scale))
     dpi = 100.0 * scale
-    pt = 72.0 / 100.0   # one CSS px in points at 100 dpi: sizes below are in px, matplotlib's in points
-    fig = Figure(figsize=(width / 100.0, height / 100.0), dpi=dpi, facecolor="#ffffff")
-    FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))
-    ax.set_xlim(0, width)
-    ax.set_ylim(height, 0)   # y down, as in SVG and cytoscape
-    ax.set_axis_off()
-    z = 0
-    for it in _flat(items):
-        z += 1
-        if isinstance(it, Shape):
-            lw = it.width * pt
-            # matplotlib scales a dash pattern (in points) by the line width; SVG's is in px
-            dash = (0, tuple(v * pt / lw for v in it.dash)) if it.dash else "solid"
-            ax.add_patch(Polygon(it.points, closed=it.closed, fill=bool(it.fill and it.closed),
-                                 facecolor=it.fill if it.fill and it.closed else "none",
-                                 edgecolor=it.stroke or "none", linewidth=lw if it.stroke else 0,
-                                 linestyle=dash, alpha=it.opacity if it.opacity < 1 else None, zorder=z,
-                                 joinstyle="round", capstyle="butt"))
-            if it.double and it.stroke:
-                ax.add_patch(Polygon(it.points, closed=True, fill=False, edgecolor=it.fill or "#ffffff",
-                                     linewidth=lw / 3, alpha=it.opacity if it.opacity < 1 else None, zorder=z))
+    pt = 0.72   # one CSS px in points at 100 dpi (Agg turns points into pixels with dpi)
+    r = RendererAgg(w_px, h_px, dpi)
+    flip = Affine2D().scale(scale, -scale).translate(0, h_px)   # our y runs down; Agg's paths' up
+
+    def path(points: list[Point], closed: bool) -> MplPath:
+        verts = [*points, points[0]] if closed else list(points)
+        codes = [MplPath.MOVETO] + [MplPath.LINETO] * (len(verts) - 1)
+        if closed:
+            codes[-1] = MplPath.CLOSEPOLY
+        return MplPath(verts, codes)
+
+    def stroke_fill(shape: Shape, stroke: str | None, width_px: float, fill: str | None) -> None:
+        gc = r.new_gc()
+        gc.set_antialiased(True)
+        gc.set_joinstyle("round")
+        gc.set_capstyle("butt")
+        if shape.opacity < 1:
+            gc.set_alpha(shape.opacity)
+        if stroke and width_px > 0:
+            gc.set_foreground(stroke)
+            gc.set_linewidth(width_px * pt)
+            if shape.dash:
+                gc.set_dashes(0, [v * pt for v in shape.dash])
         else:
-            ha = "center" if it.anchor == "middle" else "left"
-            ax.text(it.x, it.y, "\n".join(it.lines), fontsize=it.size * pt, color=it.colour, ha=ha,
-                    va="center", multialignment=ha, linespacing=it.line_height, family=_MPL_FONTS,
-                    fontweight="bold" if it.bold else "normal", fontstyle="italic" if it.italic else "normal",
-                    alpha=it.opacity if it.opacity < 1 else None, zorder=z)
+            gc.set_linewidth(0)
+        r.draw_path(gc, path(shape.points, shape.closed), flip, to_rgba(fill) if fill else None)
+        gc.restore()
+
+    metrics: dict[tuple, tuple[float, float, float]] = {}
+
+    def measure(text: str, prop: Any) -> tuple[float, float, float]:
+        key = (text, prop.get_size(), prop.get_weight(), prop.get_style())
+        if key not in metrics:
+            metrics[key] = r.get_text_width_height_descent(text, prop, ismath=False)
+        return metrics[key]
+
+    stroke_fill(Shape([(0, 0), (width, 0), (width, height), (0, height)]), None, 0, "#ffffff")
+    fonts: dict[tuple, Any] = {}
+    for it in _flat(items):
+        if isinstance(it, Shape):
+            fill = it.fill if it.fill and it.closed else None
+            stroke_fill(it, it.stroke, it.width, fill)
+            if it.double and it.stroke:
+                stroke_fill(it, it.fill or "#ffffff", it.width / 3, None)
+            continue
+        key = (it.size, it.bold, it.italic)
+        if key not in fonts:
+            from matplotlib.font_manager import FontProperties
+
+            fonts[key] = FontProperties(family=_MPL_FONTS, size=it.size * pt, weight="bold" if it.bold else "normal",
+                                        style="italic" if it.italic else "normal")
+        prop = fonts[key]
+        _, h, d = measure("Hg", prop)   # one height for every line: lines of a node sit level, as in SVG
+        gc = r.new_gc()
+        gc.set_foreground(it.colour)
+        gc.set_antialiased(True)
+        if it.opacity < 1:
+            gc.set_alpha(it.opacity)
+        first = it.y - (len(it.lines) - 1) * it.line_height * it.size / 2
+        for k, line in enumerate(it.lines):
+            if not line:
+                continue
+            w = measure(line, prop)[0]
+            x = it.x * scale - (w / 2 if it.anchor == "middle" else 0.0)
+            baseline = (first + k * it.line_height * it.size) * scale + h / 2 - d   # centred on its line
+            r.draw_text(gc, x, baseline, line, prop, 0)
+        gc.restore()
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, facecolor="#ffffff", metadata={"Software": None})
+    Image.frombuffer("RGBA", (w_px, h_px), r.buffer_rgba(), "raw", "RGBA", 0, 1).convert("RGB").save(buf, "PNG")
     return buf.getvalue()
 
 

@@ -375,7 +375,7 @@ class _Drawing:
         width = max(gw, LEGEND_MIN_WIDTH, len(hint.lines[0]) * 0.62 * hint_px) + 2 * MARGIN
         cats = sorted({e["data"]["cat"] for e in els if e["data"].get("cat")})
         legend, legend_h = self._legend(cats, top + gh + SECTION_GAP, width - 2 * MARGIN)
-        self.items = [hint, *self.items, *legend]
+        self.items = [hint, *self.items, Node("legend", "", legend, cls="asg-legend")]
         self.width, self.height = math.ceil(width), math.ceil(top + gh + SECTION_GAP + legend_h + MARGIN)
         n = sum(1 for e in els if e["group"] == "nodes" and e["data"].get("kind") != "compound")
         self.label = f"computation graph, {n} nodes ({self.mode}); {picture_hint(self.lang)}"
@@ -478,6 +478,11 @@ class GraphPicture:
         if self._png is None:
             self._png = to_png(self._items, self.width, self.height)
         return self._png
+
+    @property
+    def data(self) -> str:
+        """The SVG text (``at.show(...).data`` was the HTML of an ``IPython.display.HTML`` before)."""
+        return self.svg
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
         return {"image/png": png_base64(self.png), "image/svg+xml": self.svg, "text/plain": repr(self)}

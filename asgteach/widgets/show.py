@@ -1,4 +1,4 @@
-"""``at.show``: draw a graph in a notebook — interactive when widgets work, static otherwise.
+"""``at.show``: draw a graph in a notebook — clickable where widgets run, and always as a picture.
 
 Loading this module (``import asgteach`` does) also makes a Graph or Tensor that ends a notebook
 cell draw itself: it hands :func:`notebook_bundle` down as ``asgteach.hooks.display``.
@@ -11,38 +11,73 @@ from typing import Any, Mapping
 
 from .. import hooks
 
-__all__ = ["show", "widgets_available", "notebook_bundle"]
+__all__ = ["show", "widgets_available", "notebook_bundle", "view_bundle"]
 
 
 def widgets_available() -> bool:
-    """Can an interactive view be built here (ipywidgets and ipycytoscape importable)?"""
+    """Can an interactive view be built here (anywidget and ipywidgets importable)?"""
     return _widgets_missing() is None
 
 
 def _widgets_missing() -> str | None:
     """Why no interactive view can be built (the failed import), or None when it can."""
     try:
-        import ipycytoscape  # noqa: F401
+        import anywidget  # noqa: F401
         import ipywidgets  # noqa: F401
     except ImportError as e:
         return str(e)
     return None
 
 
-def _why_static() -> str | None:
-    """One paragraph saying why ``at.show`` falls back to a static picture, with the fix; None if it need not."""
+def _in_kernel() -> bool:
+    """True inside a Jupyter kernel (where a widget can be drawn), False in a terminal or script."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _in_marimo() -> bool:
+    """True inside a running marimo notebook (it draws anywidgets, and knows no IPython display)."""
+    mo = sys.modules.get("marimo")   # a marimo notebook has imported it; never import it here
+    try:
+        return bool(mo is not None and mo.running_in_notebook())
+    except Exception:  # noqa: BLE001 - an older or half-loaded marimo: not a notebook we can draw in
+        return False
+
+
+def _why_picture() -> str | None:
+    """One paragraph: why ``at.show`` gives a picture, not the clickable graph, and the fix (None if it need not)."""
     missing = _widgets_missing()
     if missing is not None:
-        return (f"at.show: drawing a static picture instead of the clickable graph, because the widget packages "
-                f"cannot be imported ({missing}). Fix: `pip install ipywidgets 'ipycytoscape==1.3.3'` in the "
-                f"environment of this kernel, restart the kernel, and run the cell again (`asgteach doctor` "
-                f"checks the whole set-up).")
-    if not _in_kernel():
-        return ("at.show: this is not a Jupyter kernel (a plain `python` or a terminal), and the clickable graph "
-                "is a Jupyter widget that only a notebook page can draw, so a static HTML picture is returned "
-                "instead. Fix: run this code in a notebook (`asgteach lab` opens JupyterLab), or keep the picture: "
-                "`open('graph.html', 'w').write(at.show(y).data)` and open graph.html in a browser.")
+        return (f"at.show: drawing a picture instead of the clickable graph, because the widget packages cannot be "
+                f"imported ({missing}). Fix: `pip install 'anywidget>=0.9,<1' 'ipywidgets>=8.1,<9'` in the "
+                f"environment of this kernel, restart the kernel, and run the cell again (`asgteach doctor` checks "
+                f"the whole set-up).")
+    if not (_in_kernel() or _in_marimo()):
+        return ("at.show: this is not a notebook (a plain `python` or a terminal), so the clickable graph cannot be "
+                "drawn here; at.show returns a GraphPicture instead. Keep it with `at.show(y).save('graph.svg')` "
+                "(or .png, .html), or run this code in a notebook (`asgteach lab` opens JupyterLab).")
     return None
+
+
+def view_bundle(view: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+    """A GraphView's display data: the widget view, and beside it the picture (PNG + SVG), no HTML.
+
+    A live front-end draws the widget; an untrusted or reopened notebook, nbconvert and GitHub show
+    the picture. ``text/html`` is left out on purpose: JupyterLab shows the first *safe* type of an
+    untrusted output, and sanitized HTML comes before ``image/png``.
+    """
+    bundle = view._repr_mimebundle_(include=include, exclude=exclude)
+    data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
+    data.pop("text/html", None)
+    if "image/png" not in data or "image/svg+xml" not in data:
+        from .picture import picture_mimebundle
+
+        data.update(picture_mimebundle(view))
+    return data
 
 
 def show(
@@ -71,7 +106,8 @@ def show(
         trainer: a Trainer: use its current parameters (``feeds`` then holds the batch).
         mode: "forward", "backward" or "both" (default: both when gradients exist).
         collapse: start with every layer collapsed (default: when > 150 nodes are drawn).
-        static: draw HTML/SVG instead of a widget (also used when widgets are missing).
+        static: draw the picture only (PNG + SVG), not the clickable graph (also what happens
+            outside a notebook and without the widget packages).
         display: display the view now (in IPython) as well as returning it.
         present: presentation mode, for a projector: 1.6x fonts, thicker edges, high
             contrast, a large legend (also a toolbar toggle).
@@ -79,64 +115,56 @@ def show(
             the seed ...) into edge labels (False). Default: folded up to 150 drawn nodes.
 
     Returns:
-        The :class:`~asgteach.widgets.view.GraphView` (``.widget`` is the ipywidgets box),
-        or, when static, an ``IPython.display.HTML`` object.
+        In a Jupyter notebook with ``display=True``: None (the view is displayed: the clickable
+        graph, with its picture beside it for where no widget runs). With ``display=False``, and
+        in marimo: the :class:`~asgteach.widgets.view.GraphView`. When static, in a script or
+        without the widget packages: a :class:`~asgteach.widgets.picture.GraphPicture`
+        (``.save("graph.svg")``); in a Jupyter kernel it is displayed and None returned.
     """
-    why = None if static or not display else _why_static()
+    why = None if static or not display else _why_picture()
     if why is not None:  # said once per call, on stderr, so a script's own output stays clean
         print(why, file=sys.stderr)
     if static or why is not None or not widgets_available():
-        from .static import static_html
+        from .picture import GraphPicture
 
         expanded: Any = "auto" if collapse is None else (set() if collapse else None)
-        page = static_html(x, lang=lang, mode=mode, expanded=expanded)
-        try:
-            from IPython.display import HTML
-        except ImportError:
-            return page
-        return HTML(page)
+        picture = GraphPicture(x, lang=lang, mode=mode, expanded=expanded, details=details, present=present)
+        if display and _in_kernel():   # shown now, like the view (a loop's every graph shows); not twice
+            from IPython.display import display as _display
+
+            _display(picture)
+            return None
+        return picture
     from .view import GraphView
 
     view = GraphView(x, values=values, feeds=feeds, trainer=trainer, lang=lang, mode=mode, collapse=collapse,
                      present=present, details=details)
-    if display:
-        try:
-            from IPython import get_ipython
-            from IPython.display import display as _display
-        except ImportError:
-            return view
-        if get_ipython() is not None:
-            _display(view)
-            return None
+    if display and _in_kernel():
+        from IPython.display import display as _display
+
+        _display(view_bundle(view), raw=True)
+        return None
     return view
-
-
-def _in_kernel() -> bool:
-    """True inside a Jupyter kernel (where a widget can be drawn), False in a terminal or script."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    shell = get_ipython()
-    return shell is not None and getattr(shell, "kernel", None) is not None
 
 
 def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
     """The display data of a Graph or Tensor that ends a notebook cell.
 
-    In a kernel with widgets: the GraphView (its widget view plus the static HTML, which
-    nbconvert and GitHub show instead). Elsewhere: the static HTML and the plain repr.
+    In a kernel with the widget packages: the GraphView (:func:`view_bundle`: its widget view
+    plus its picture). Elsewhere: the picture (PNG + SVG) and the plain repr. Never a claim
+    about what is installed: the picture says "run this cell to click the nodes".
     """
     plain = repr(x)
     if _in_kernel() and widgets_available():
         from .view import GraphView
 
-        data = GraphView(x)._repr_mimebundle_(include=include, exclude=exclude)
-        data["text/plain"] = plain
-        return data
-    from .static import static_html
+        data = view_bundle(GraphView(x), include=include, exclude=exclude)
+    else:
+        from .picture import picture_mimebundle
 
-    return {"text/plain": plain, "text/html": static_html(x)}
+        data = dict(picture_mimebundle(x))
+    data["text/plain"] = plain
+    return data
 
 
 # A Graph or Tensor ending a notebook cell draws itself with notebook_bundle. graph.py sits at the
