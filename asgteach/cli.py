@@ -1,6 +1,7 @@
 """The ``asgteach`` command: start the course, check an install, see a first graph.
 
-    asgteach lab      JupyterLab on (your writable copy of) the lessons, bound to 127.0.0.1
+    asgteach lab      JupyterLab on your exercises (the lessons, solutions cut out; --solutions: the lessons), 127.0.0.1
+    asgteach solution one exercise's solution, for a learner stuck after trying (asgteach solution 03 1)
     asgteach demo     headless: the example graph, a small model trained, a static HTML page of its graph
     asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
     asgteach doctor   front-end, versions, Jupyter extensions, GPU adapters, and what to install for what is missing
@@ -16,6 +17,7 @@ The work itself lives in modules named for it: :mod:`asgteach.demo`, :mod:`asgte
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -174,8 +176,34 @@ def _jupyterlab_missing() -> str | None:
     return None
 
 
+def _exercises_workspace() -> tuple[Path, str]:
+    """The learner's folder of the lessons with the exercises open (solutions cut out), and where it came from.
+
+    The student version of every lesson (``asgteach student``'s cut) is written into the copy folder
+    (``$ASGTEACH_LESSONS_DIR``, else ./asgteach-lessons, else ~/asgteach-lessons) when it is not there
+    yet; a notebook already there is the learner's and is never overwritten. Data files come along.
+    """
+    from . import resources
+    from .course import copy_lessons, default_copy_target
+    from .lessons.student import make_student_notebook, read_notebooks
+
+    source, target = resources.lessons_dir(), default_copy_target()
+    lessons = [(path, *make_student_notebook(nb, str(path))) for path, nb in read_notebooks(source, "lessons")]
+    target.mkdir(parents=True, exist_ok=True)
+    added = []
+    for path, nb, _ in lessons:
+        dest = target / path.name
+        if not dest.exists():
+            dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            added.append(path.name)
+    copy_lessons(source, target)   # the data files; the notebooks are there now, so none is copied over them
+    note = f"{len(added)} lesson(s) written now" if added else "made earlier; your answers are kept"
+    return target, (f"your exercises: the lessons with each solution cut out ({note}). Stuck after trying? "
+                    "`asgteach solution LESSON N` shows one; `asgteach lab --solutions` opens the instructor's")
+
+
 def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
-    """Start JupyterLab on the student's copy of the lessons, listening on 127.0.0.1 only."""
+    """Start JupyterLab on the learner's exercises (or, with --solutions, the lessons), listening on 127.0.0.1."""
     from .course import lessons_workspace
 
     missing = _jupyterlab_missing()
@@ -187,8 +215,8 @@ def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
               file=sys.stderr)
         return 1
     try:
-        folder, origin = lessons_workspace(args.dir)
-    except OSError as e:
+        folder, origin = lessons_workspace(args.dir) if (args.solutions or args.dir) else _exercises_workspace()
+    except (OSError, ValueError) as e:
         print(f"asgteach lab: {e}", file=sys.stderr)
         return 1
     if not folder.is_dir():
@@ -225,6 +253,33 @@ def cmd_student(args: argparse.Namespace) -> int:
         print(f"  {path}  ({count} exercise{'s' if count != 1 else ''})")
     total = sum(count for _, count in written)
     print(f"wrote {len(written)} student notebooks with {total} exercises to {args.out_dir}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# asgteach solution
+# ---------------------------------------------------------------------------------------------------------------
+
+def cmd_solution(args: argparse.Namespace) -> int:
+    """Print the solution of one exercise of one lesson (for a learner who is stuck after trying)."""
+    from . import resources
+    from .lessons.student import cell_source, marking, read_notebooks
+
+    found = [(p, nb) for p, nb in read_notebooks(Path(args.lessons) if args.lessons else resources.lessons_dir(),
+                                                    "lessons") if p.stem.split("-")[0] == args.lesson
+             or p.stem == args.lesson]
+    if len(found) != 1:
+        print(f"asgteach solution: no single lesson {args.lesson!r} (give its number, e.g. 03 or 01b)",
+              file=sys.stderr)
+        return 2
+    path, nb = found[0]
+    mark = marking(nb, path.name)
+    if args.exercise not in mark.answers:
+        print(f"asgteach solution: {path.stem} has exercises 1 to {mark.count}, not {args.exercise}", file=sys.stderr)
+        return 2
+    print(f"# {path.stem}, exercise {args.exercise}: the instructor's answer cell. Reading it before trying "
+          "teaches little; after trying, compare it with yours.")
+    print(cell_source(nb["cells"][mark.answers[args.exercise]]))
     return 0
 
 
@@ -299,15 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     lab = sub.add_parser(
         "lab", allow_abbrev=False, help="start JupyterLab on the lessons (127.0.0.1)",
-        description="Start JupyterLab on the lessons, bound to 127.0.0.1. Installed from a wheel (or on a hub, "
-                    "where the package folder is read-only), the lessons are first copied to a folder you can "
-                    "write to: $ASGTEACH_LESSONS_DIR, else ./asgteach-lessons, else ~/asgteach-lessons; later runs "
-                    "add new lessons and never overwrite your edits. A checkout opens its own lessons/. The numpy "
+        description="Start JupyterLab on your exercises, bound to 127.0.0.1: the lessons with every solution cut "
+                    "out (as `asgteach student` cuts them), written to a folder you can write to: "
+                    "$ASGTEACH_LESSONS_DIR, else ./asgteach-lessons, else ~/asgteach-lessons; later runs add new "
+                    "lessons and never overwrite your answers. Stuck after trying? `asgteach solution 03 1` prints "
+                    "one exercise's solution. --solutions opens the instructor's lessons instead (a checkout's own "
+                    "lessons/, or a copy of the installed ones). The numpy "
                     "backend is the default; wgpu runs when a Vulkan adapter exists (a line at start says which). "
                     "Any argument not listed here goes to Jupyter unchanged, e.g. `asgteach lab --port 8899 "
                     "--no-browser`.",
     )
     lab.add_argument("--dir", help="open this folder instead of the lessons")
+    lab.add_argument("--solutions", action="store_true",
+                     help="open the instructor's lessons, every solution in place (default: your exercises, the "
+                          "solutions cut out)")
     lab.add_argument("--copy-only", action="store_true",
                      help="only make (or update) the copy of the lessons and print its folder; start nothing "
                           "(for a JupyterHub, where the server is already running)")
@@ -357,6 +417,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     student.add_argument("src_dir", metavar="SRC_DIR", help="the folder of solution notebooks, e.g. lessons/")
     student.add_argument("out_dir", metavar="OUT_DIR", help="where to write the student notebooks")
+    solution = sub.add_parser(
+        "solution", help="print one exercise's solution (after trying it), e.g. asgteach solution 03 1",
+        description="Print the answer cell of exercise N of a lesson, as the instructor wrote it. For a learner who "
+                    "has tried and is stuck: `asgteach lab` opens the exercises without their solutions.",
+    )
+    solution.add_argument("lesson", metavar="LESSON", help="the lesson's number (03, 01b) or file stem")
+    solution.add_argument("exercise", metavar="N", type=int, help="the exercise's number in that lesson")
+    solution.add_argument("--lessons", metavar="SRC_DIR", help="the lesson notebooks (default: the course's lessons)")
     course = sub.add_parser(
         "course", help="write the lessons as an nbgrader course directory",
         description="Write DIR/nbgrader_config.py (kept if it exists) and DIR/source/<lesson>/<lesson>.ipynb for "
@@ -391,7 +459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     commands = {"check": cmd_check, "demo": cmd_demo, "doctor": cmd_doctor, "student": cmd_student,
-                "course": cmd_course, "link": cmd_link}
+                "course": cmd_course, "link": cmd_link, "solution": cmd_solution}
     return commands[args.command](args)
 
 
