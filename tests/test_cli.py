@@ -285,8 +285,10 @@ def test_lessons_are_copied_to_a_writable_folder_for_an_installed_read_only_pack
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("ASGTEACH_LESSONS_DIR", raising=False)
     monkeypatch.chdir(start)
-    if os.access(start, os.W_OK):  # root ignores permission bits: make the folder unwritable another way
-        monkeypatch.setattr(course, "_writable", lambda folder: folder != start and folder.is_dir())
+    if os.access(start, os.W_OK):  # root ignores permission bits: the system says the folder is read-only
+        access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: (Path(path) != start or not mode & os.W_OK)
+                            and access(path, mode, *a, **k))
     try:
         folder, origin = course.lessons_workspace()
         assert folder == home / "asgteach-lessons", folder
@@ -350,15 +352,34 @@ def test_the_picture_claims_nothing_it_cannot_know() -> None:
 
 def test_gradcheck_progress_bar_only_for_long_checks(monkeypatch, capsys) -> None:
     gc = sys.modules["asgteach.gradcheck"]  # (at.gradcheck, the attribute, is the function)
+    made = []   # every progress display a gradcheck makes
 
+    class Recorded(gc.Progress):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.off_from_the_start = self.disable   # (closing a display turns it off too)
+            made.append(self)
+
+    def check(n: int):
+        """The progress display of a check of 1 + 2 n graph runs (one backward, two forward per element)."""
+        with at.Graph():
+            x = at.input("x", (n,))
+            y = at.sum(at.tanh(x))
+        made.clear()
+        assert at.gradcheck(y, [x], {x: __import__("numpy").full(n, 0.3)}).ok
+        (bar,) = made
+        assert bar.total == 1 + 2 * n
+        return bar
+
+    monkeypatch.setattr(gc, "Progress", Recorded)
     monkeypatch.delenv("ASGTEACH_NO_PROGRESS", raising=False)
-    assert gc._progress_bar(gc.PROGRESS_MIN_EVALUATIONS, None).disable
-    long_bar = gc._progress_bar(gc.PROGRESS_MIN_EVALUATIONS + 1, None)
-    assert not long_bar.disable and long_bar.delay == 1.0
-    long_bar.close()
+    short, long = (gc.PROGRESS_MIN_EVALUATIONS - 1) // 2, gc.PROGRESS_MIN_EVALUATIONS // 2
+    assert check(short).off_from_the_start                          # 199 runs: nothing at all
+    long_bar = check(long)                                          # 201 runs: a bar, after a second
+    assert not long_bar.off_from_the_start and long_bar.delay == 1.0
     monkeypatch.setenv("ASGTEACH_NO_PROGRESS", "1")
-    assert gc._progress_bar(10_000, None).disable
-    # asked for explicitly: drawn at once, counting every graph run of the check
+    assert check(long).off_from_the_start
+    # asked for explicitly (even with ASGTEACH_NO_PROGRESS=1): drawn at once, counting every graph run
     with at.Graph():
         x = at.input("x", (3, 4))
         y = at.sum(at.tanh(x))

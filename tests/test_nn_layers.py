@@ -172,7 +172,7 @@ def test_dropout_mask_is_an_input_and_trainer_fills_it():
     masks = [n for n in g.inputs() if n.meta.get("random") == "dropout"]
     assert len(masks) == 1 and masks[0].meta["p"] == 0.25
     tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.01), seed=1)
-    train_mask = tr._random_feeds(True)[masks[0].id]
+    train_mask = tr.random_feeds(True)[masks[0].id]
     kept = train_mask > 0
     assert 0.70 < kept.mean() < 0.80
     np.testing.assert_allclose(train_mask[kept], 1 / 0.75, rtol=1e-6)

@@ -19,7 +19,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10
     import tomli as tomllib
 
-__all__ = ["FALLBACK", "HERE", "languages", "table", "resolve_language", "language_name"]
+__all__ = ["FALLBACK", "HERE", "languages", "table", "reload", "resolve_language", "language_name"]
 
 #: The language every other one falls back to (and the one tests compare against).
 FALLBACK = "en"
@@ -45,6 +45,17 @@ def table(lang: str) -> dict[str, Any]:
         raise KeyError(f"no explanation file for language {lang!r}; known: {', '.join(languages())}")
     with path.open("rb") as f:
         return tomllib.load(f)
+
+
+def reload() -> None:
+    """Forget what was read: the next look-up reads the folder (``HERE``) and its files again.
+
+    Files are read once and kept (every node of every graph view asks for its texts). A language
+    file added or edited while Python runs, by a translator trying a new ``xx.toml`` in a notebook,
+    is seen after ``reload()`` without restarting the kernel.
+    """
+    _files.cache_clear()
+    table.cache_clear()
 
 
 def language_name(lang: str) -> str:

@@ -131,7 +131,7 @@ class Trainer:
         optimizer state, and dropout masks in evaluation mode (all ones). Views and tools
         use it to run other outputs of the graph with the current weights."""
         self._sync()
-        return {**self._values, **self._random_feeds(False)}
+        return {**self._values, **self.random_feeds(False)}
 
     def _sync(self) -> None:
         """Fetch parameters and optimizer state from the device when they changed there."""
@@ -153,7 +153,14 @@ class Trainer:
             out[nid] = a.astype(self.dtype) if a.dtype.kind == "f" and a.dtype != self.dtype else a
         return out
 
-    def _random_feeds(self, training: bool) -> dict[int, np.ndarray]:
+    def random_feeds(self, training: bool) -> dict[int, np.ndarray]:
+        """What the Trainer feeds its random inputs (node id -> array): a dropout layer's mask.
+
+        In training (``training=True``, as each step does) a fresh draw from the Trainer's generator:
+        each element kept with probability ``1 - p`` and scaled by ``1 / (1 - p)`` ("inverted dropout",
+        so the expected value of every activation is what it is without dropout); in evaluation
+        (``run``) ones, so dropout does nothing. A draw advances the generator, as a step does.
+        """
         out = {}
         for n in self.random_inputs:
             if n.meta["random"] == "dropout":
@@ -179,7 +186,7 @@ class Trainer:
         lr = self.scheduler(self.optimizer.lr, self.step)
         rng_state = self.rng.bit_generator.state if self.random_inputs else None   # (dropout draws from it)
         held = self._values if (self._upload_values or not self._device_held) else {}
-        all_feeds = {**self._cast(feeds), **self._random_feeds(True), **held,
+        all_feeds = {**self._cast(feeds), **self.random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
         outs = self._plan.run(all_feeds, on_nan="ignore")
@@ -272,7 +279,7 @@ class Trainer:
         tensors = list(tensors)
         self._sync()
         plan = _compile(tensors, self.backend)
-        return plan.run({**self._cast(feeds or {}), **self._random_feeds(False), **self._values})
+        return plan.run({**self._cast(feeds or {}), **self.random_feeds(False), **self._values})
 
     # -- checkpoints ------------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
