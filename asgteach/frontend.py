@@ -17,19 +17,29 @@ what each one documents about the processes it starts:
   JupyterLab "(Notebook 7 pages of it work the same)".
 * **a terminal**: none of the above, with stdin/stdout on a terminal; otherwise a script or a pipe.
 
+* **no browser at all**: ``jupyter nbconvert --execute``, ``jupyter execute`` and papermill start
+  the kernel themselves (:func:`headless_runner`: the kernel's parent process). No front-end will
+  ever draw a widget made there, so ``at.show`` keeps each graph as its picture, which an HTML
+  export then shows offline (a widget's view would need its state and a widget manager from a CDN).
+
 The ancestors are read from ``/proc`` (Linux) or ``ps`` (macOS); on Windows only the environment
 is read. :func:`detect` takes everything it reads as arguments too, so the rules are testable.
+A leaf module (it imports nothing of ours): ``at.show`` and ``asgteach doctor`` both read it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-__all__ = ["FrontEnd", "detect", "ancestors", "WHAT_WORKS"]
+__all__ = ["FrontEnd", "detect", "ancestors", "headless_runner", "HEADLESS_RUNNERS", "WHAT_WORKS"]
+
+#: Programs that run a notebook's kernel with no browser attached (as they appear in a command line).
+HEADLESS_RUNNERS = ("jupyter-nbconvert", "nbconvert", "jupyter-execute", "papermill", "nbclient")
 
 #: What a student gets from ``at.show`` in each front-end.
 WHAT_WORKS = {
@@ -45,6 +55,8 @@ WHAT_WORKS = {
     "marimo": "interactive graph: marimo draws anywidgets natively (return the view, or at.show(...), as a cell's "
               "last expression)",
     "Jupyter kernel": "interactive graph where the front-end runs Jupyter widgets; a picture everywhere else",
+    "no browser": "pictures: a notebook executed with no browser attached (nbconvert --execute, jupyter execute, "
+                  "papermill) keeps each graph as its picture (PNG + SVG), which an HTML export shows offline",
     "terminal": "picture only: at.show returns a GraphPicture (.save('graph.svg' / '.png' / '.html')); open a "
                 "notebook for the interactive graph (`asgteach lab`)",
     "script": "picture only: at.show returns a GraphPicture (.save('graph.svg' / '.png' / '.html'))",
@@ -100,6 +112,23 @@ def _proc(pid: int) -> tuple[str | None, int]:
         return None, 0
 
 
+def headless_runner(chain: Sequence[str] | None = None) -> str | None:
+    """The command line of the program running this kernel with no browser attached, or None.
+
+    Only the parent counts (``chain[0]``, this process's own by default): a kernel started by
+    ``jupyter nbconvert --execute`` is its child, while one started by JupyterLab is the server's.
+    """
+    if chain is None:
+        return _parent_runner()
+    parent = chain[0] if chain else ""
+    return parent if any(r in parent.lower() for r in HEADLESS_RUNNERS) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _parent_runner() -> str | None:
+    return headless_runner(ancestors(limit=1))   # a process's parent does not change (unless orphaned)
+
+
 def _in_marimo_notebook(modules: Mapping[str, object]) -> bool:
     mo = modules.get("marimo")
     try:
@@ -138,6 +167,9 @@ def detect(environ: Mapping[str, str] | None = None, chain: Sequence[str] | None
                 return c if len(c) <= 80 else c[:77] + "..."
         return None
 
+    runner = seen_in_chain(*HEADLESS_RUNNERS)
+    if runner:
+        return FrontEnd("no browser", f"run by `{runner}`", False)
     if "google.colab" in modules or any(k in env for k in ("COLAB_RELEASE_TAG", "COLAB_GPU", "COLAB_JUPYTER_IP")):
         key = next((k for k in ("COLAB_RELEASE_TAG", "COLAB_GPU", "COLAB_JUPYTER_IP") if k in env), "google.colab")
         return FrontEnd("Colab", f"{key} in the environment" if key in env else "google.colab imported", True)

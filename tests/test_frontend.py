@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from asgteach.frontend import WHAT_WORKS, ancestors, detect
+from asgteach.frontend import WHAT_WORKS, ancestors, detect, headless_runner
 
 LAB = "/usr/bin/python3 /venv/bin/jupyter-lab --no-browser --port 8888"
 KERNEL = "/venv/bin/python -m ipykernel_launcher -f /root/.local/share/jupyter/runtime/kernel-1.json"
@@ -36,7 +36,7 @@ KERNEL = "/venv/bin/python -m ipykernel_launcher -f /root/.local/share/jupyter/r
 def test_each_front_end_is_recognised_from_what_it_documents(environ, chain, name) -> None:
     fe = detect(environ=environ, chain=chain, modules={}, tty=True)
     assert fe.name == name, fe
-    assert fe.interactive is (name not in ("terminal", "script"))
+    assert fe.interactive is (name not in ("terminal", "script", "no browser"))
     assert fe.what_works == WHAT_WORKS[name] and fe.seen
 
 
@@ -60,6 +60,7 @@ def test_marimo_in_process_and_colab_by_module() -> None:
     assert detect(environ={}, chain=[], modules={"google.colab": object()}, tty=False).name == "Colab"
 
 
+@pytest.mark.slow
 def test_ancestors_are_read_from_this_machine() -> None:
     chain = ancestors()
     if sys.platform.startswith("linux"):
@@ -67,3 +68,33 @@ def test_ancestors_are_read_from_this_machine() -> None:
         proc = subprocess.run([sys.executable, "-c", "from asgteach.frontend import ancestors; print(ancestors()[0])"],
                               capture_output=True, text=True, timeout=60, env={**os.environ})
         assert "pytest" in proc.stdout or sys.executable in proc.stdout or "python" in proc.stdout, proc.stdout
+
+
+def test_a_kernel_run_by_nbconvert_has_no_browser() -> None:
+    runner = "/venv/bin/python /venv/bin/jupyter-nbconvert --to html --execute 02-the-asg.ipynb"
+    assert headless_runner([runner]) == runner
+    assert headless_runner(["/venv/bin/python /venv/bin/papermill in.ipynb out.ipynb"])
+    assert headless_runner([LAB]) is None and headless_runner([]) is None
+    fe = detect(environ={"JPY_PARENT_PID": "10"}, chain=[KERNEL, runner], modules={}, tty=False)
+    assert fe.name == "no browser" and not fe.interactive and "offline" in fe.what_works
+
+
+@pytest.mark.slow
+def test_at_show_keeps_the_picture_in_a_kernel_no_browser_watches(tmp_path) -> None:
+    """A notebook run by `jupyter nbconvert --execute` stores each graph as its picture, no widget view."""
+    import json
+
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": src}
+                    for src in ("import asgteach as at\nwith at.Graph():\n    y = at.sum(at.input('x', (2,)) ** 2)\n"
+                                "at.show(y)", "y")],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "g.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    jupyter = os.path.join(os.path.dirname(sys.executable), "jupyter")
+    proc = subprocess.run([jupyter, "nbconvert", "--to", "notebook", "--execute", "g.ipynb", "--output", "run"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cells = json.loads((tmp_path / "run.ipynb").read_text(encoding="utf-8"))["cells"]
+    kinds = [sorted(o.get("data", {})) for c in cells for o in c["outputs"]]
+    assert kinds == [["image/png", "image/svg+xml", "text/plain"]] * 2, kinds   # at.show, and the display hook
+    assert all(o["output_type"] != "stream" for c in cells for o in c["outputs"]), "no message, no XDG lines"

@@ -32,6 +32,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "progress": ("asgteach.progress",),      # tqdm bars where someone watches, plain lines in logs
         "hooks": ("asgteach.hooks",),            # what a higher layer hands down to a lower one
         "fdcapture": ("asgteach.fdcapture",),    # what C code prints to fd 2 (the GPU probe), kept out of cells
+        "frontend": ("asgteach.frontend",),      # which notebook front-end (or none) runs this process
     },
     {  # 1: the graph and the shape rules
         "shapes": ("asgteach.shapes",),
@@ -64,7 +65,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "lessons": ("asgteach.lessons",),
         "course": ("asgteach.course",),
         "demo": ("asgteach.demo",),
-        "doctor": ("asgteach.doctor", "asgteach.frontend"),   # frontend: which notebook front-end runs this
+        "doctor": ("asgteach.doctor",),
         "examples": ("asgteach.examples",),
         "opcheck": ("asgteach.opcheck",),
         "hub": ("asgteach.hub",),                # the nbgitpuller link (`asgteach link`)

@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from asgteach.fdcapture import captured_stderr, messages
 
 _PROBE = """
@@ -33,6 +35,7 @@ def _no_xdg_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
 
 
+@pytest.mark.slow
 def test_the_gpu_probe_writes_nothing_to_stderr_without_xdg_runtime_dir() -> None:
     proc = subprocess.run([sys.executable, "-c", _PROBE], env=_no_xdg_env(), capture_output=True, text=True,
                           timeout=120)
@@ -48,6 +51,7 @@ def test_the_gpu_probe_writes_nothing_to_stderr_without_xdg_runtime_dir() -> Non
     assert "XDG" not in said or "XDG_RUNTIME_DIR" in said
 
 
+@pytest.mark.slow
 def test_doctor_reports_what_the_probe_said(tmp_path) -> None:
     code = ("from asgteach import doctor\n"
             "print(doctor.format_findings(doctor.gpu_probe_findings()))\n")
@@ -62,6 +66,7 @@ def test_doctor_reports_what_the_probe_said(tmp_path) -> None:
         assert "XDG_RUNTIME_DIR" in proc.stdout and "GPU probe" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_c_level_writes_to_fd_2_are_captured_and_kept() -> None:
     code = ("import ctypes, os, sys\n"
             "from asgteach.fdcapture import captured_stderr, messages\n"

@@ -6,10 +6,11 @@ cell draw itself: it hands :func:`notebook_bundle` down as ``asgteach.hooks.disp
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Mapping
 
-from .. import hooks
+from .. import frontend, hooks
 
 __all__ = ["show", "widgets_available", "notebook_bundle", "view_bundle"]
 
@@ -46,6 +47,18 @@ def _in_marimo() -> bool:
         return bool(mo is not None and mo.running_in_notebook())
     except Exception:  # noqa: BLE001 - an older or half-loaded marimo: not a notebook we can draw in
         return False
+
+
+def _picture_only() -> bool:
+    """No browser will ever draw a widget here (``nbconvert --execute``...): keep each graph as its picture.
+
+    ``ASGTEACH_VIEW=picture`` or ``=widget`` decides instead (a widget in an HTML export needs its
+    state and a widget manager from a CDN; the picture shows offline).
+    """
+    choice = os.environ.get("ASGTEACH_VIEW", "").strip().lower()
+    if choice in ("picture", "widget"):
+        return choice == "picture"
+    return _in_kernel() and frontend.headless_runner() is not None
 
 
 def _why_picture() -> str | None:
@@ -107,7 +120,9 @@ def show(
         mode: "forward", "backward" or "both" (default: both when gradients exist).
         collapse: start with every layer collapsed (default: when > 150 nodes are drawn).
         static: draw the picture only (PNG + SVG), not the clickable graph (also what happens
-            outside a notebook and without the widget packages).
+            outside a notebook, without the widget packages, and in a kernel that no browser
+            watches: ``jupyter nbconvert --execute``, ``jupyter execute``, papermill; the
+            environment variable ``ASGTEACH_VIEW=picture|widget`` decides instead).
         display: display the view now (in IPython) as well as returning it.
         present: presentation mode, for a projector: 1.6x fonts, thicker edges, high
             contrast, a large legend (also a toolbar toggle).
@@ -121,6 +136,7 @@ def show(
         without the widget packages: a :class:`~asgteach.widgets.picture.GraphPicture`
         (``.save("graph.svg")``); in a Jupyter kernel it is displayed and None returned.
     """
+    static = static or _picture_only()
     why = None if static or not display else _why_picture()
     if why is not None:  # said once per call, on stderr, so a script's own output stays clean
         print(why, file=sys.stderr)
@@ -151,11 +167,12 @@ def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[st
     """The display data of a Graph or Tensor that ends a notebook cell.
 
     In a kernel with the widget packages: the GraphView (:func:`view_bundle`: its widget view
-    plus its picture). Elsewhere: the picture (PNG + SVG) and the plain repr. Never a claim
-    about what is installed: the picture says "run this cell to click the nodes".
+    plus its picture). Elsewhere, and where no browser is attached (``nbconvert --execute``):
+    the picture (PNG + SVG) and the plain repr. Never a claim about what is installed: the
+    picture says "run this cell to click the nodes".
     """
     plain = repr(x)
-    if _in_kernel() and widgets_available():
+    if _in_kernel() and widgets_available() and not _picture_only():
         from .view import GraphView
 
         data = view_bundle(GraphView(x), include=include, exclude=exclude)
