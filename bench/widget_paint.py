@@ -10,7 +10,7 @@ a headless Debian Chromium measures:
   the kernel's share (building the element widgets) is printed by the cell itself;
 * **first paint, layers collapsed** (the default for a graph this size);
 * **click -> inspector**: from the mouse-down on a node to the inspector's DOM showing that
-  node (and, separately, to MathJax having typeset its formulas), median over clicks.
+  node (and, separately, to KaTeX having typeset its formulas), median over clicks.
 
 Targets from issue 6: first paint < 2 s, click -> inspector < 150 ms.
 """
@@ -51,9 +51,9 @@ view
 _WATCH_PAINT = """([n, want]) => new Promise((resolve) => {
   const t0 = performance.now();
   const tick = () => {
-    const els = document.querySelectorAll('.asg-graphview .custom-widget');
+    const els = document.querySelectorAll('.asg-graphview .asg-canvas');
     const el = els[n];
-    const cy = el && el._cyreg && el._cyreg.cy;
+    const cy = el && el.asgCy;
     if (performance.now() - t0 > 180000) {
       resolve({ms: null, nodes: cy ? cy.nodes().length : 0, edges: cy ? cy.edges().length : 0});
       return;
@@ -79,7 +79,7 @@ _WATCH_CLICK = """([n, nid]) => new Promise((resolve) => {
     if (t0 !== null) {
       const box = panel.querySelector('.asg-inspector[data-node="' + nid + '"]');
       if (box && tDom === null) tDom = performance.now();
-      if (box && (box.querySelector('mjx-container') || !box.querySelector('.asg-math'))) {
+      if (box && (box.querySelector('.katex') || !box.querySelector('.asg-math'))) {
         resolve({dom: tDom - t0, math: performance.now() - t0});
         return;
       }
@@ -150,8 +150,8 @@ def main() -> None:
             t0 = time.perf_counter()
             lab.click_node("g:block0")
             lab.page.wait_for_function(
-                "(n) => { const el = document.querySelector('.asg-graphview .custom-widget');"
-                " const cy = el._cyreg.cy; return cy.nodes().length > n && cy.elements().boundingBox().w > 0; }",
+                "(n) => { const el = document.querySelector('.asg-graphview .asg-canvas');"
+                " const cy = el.asgCy; return cy.nodes().length > n && cy.elements().boundingBox().w > 0; }",
                 arg=n_before, timeout=lab.timeout)
             expand_ms = (time.perf_counter() - t0) * 1000
             time.sleep(1.0)

@@ -309,8 +309,13 @@ def test_show_and_repr_hooks():
     html = at.show(loss, static=True)
     assert "<svg" in html.data
     bundle = loss._repr_mimebundle_()
-    assert "text/html" in bundle and "<svg" in bundle["text/html"] and "text/plain" in bundle
-    assert "text/html" in g._repr_mimebundle_()
+    assert "<svg" in bundle["image/svg+xml"] and "image/png" in bundle and "text/plain" in bundle
+    assert "image/png" in g._repr_mimebundle_()
+    # the view itself: the widget for a live front-end, and the picture of what it draws now beside it
+    # (an untrusted or reopened notebook shows the PNG; no text/html, which would come first there)
+    shown = view._repr_mimebundle_()
+    assert shown["application/vnd.jupyter.widget-view+json"]["model_id"] == view.widget.model_id
+    assert "<svg" in shown["image/svg+xml"] and shown["image/png"] and "text/html" not in shown
 
 
 def test_values_from_a_trainer():
@@ -492,7 +497,7 @@ def test_view_sizes_its_canvas_and_keeps_labels_legible():
     assert len(v.canvas.elements) > n_before and v.canvas.toolbar["details"] is True
     _press(v, "present", True)
     assert v.canvas.min_zoom * v.font_px == pytest.approx(PRESENT_PX) and v.canvas.toolbar["present"] is True
-    assert {r["selector"]: r["style"] for r in v.canvas.style}["node"]["font-size"] == pytest.approx(1.6 * 12)
+    assert {r["selector"]: r["style"] for r in v.canvas.stylesheet}["node"]["font-size"] == pytest.approx(1.6 * 12)
     v.step(1)
     v.step(1)
     lit = {k for k, c in v.canvas.highlights.items() if "step-mirror" in c.split()}

@@ -34,8 +34,8 @@ class GraphCanvas(anywidget.AnyWidget):
 
     #: cytoscape elements: ``{"group", "data", "classes", "position"}`` each; all in one message
     elements = traitlets.List().tag(sync=True)
-    #: the cytoscape stylesheet (``styles.cytoscape_style``)
-    style = traitlets.List().tag(sync=True)
+    #: the cytoscape stylesheet (``styles.cytoscape_style``; not `style`: DOMWidget has one of its own)
+    stylesheet = traitlets.List().tag(sync=True)
     #: element id -> extra classes (selection, step-through), changed without resending the graph
     highlights = traitlets.Dict().tag(sync=True)
     #: zoom limits: the floor keeps labels legible (a bigger graph pans instead)

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from .elements import element_phase
 
-__all__ = ["Layout", "FONT_PX", "node_size", "levels", "mirror_layout"]
+__all__ = ["Layout", "FONT_PX", "PAD", "node_size", "levels", "mirror_layout"]
 
 #: Label font size of a node, in model units (= CSS px at zoom 1).
 FONT_PX = 12.0

@@ -99,10 +99,14 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
         {"selector": "node", "style": {
             "label": "data(label)", "text-wrap": "wrap", "text-valign": "center", "text-halign": "center",
             "font-size": fs, "font-family": "monospace", "shape": "round-rectangle", "line-height": 1.25,
-            "width": "label", "height": "label", "padding": "6px", "border-width": border,
+            "padding": "6px", "border-width": border,
             "border-color": "#333333" if present else "#666666", "background-color": "#ffffff", "color": ink,
             "font-weight": "bold" if present else "normal",
         }},
+        # the body's size comes with each drawn node (data w, h: layout.node_size less the padding), so the
+        # drawing is exactly what the layout placed (cytoscape's own "label" sizing is deprecated); layer
+        # boxes have no w: they wrap their members
+        {"selector": "node[w]", "style": {"width": "data(w)", "height": "data(h)"}},
         {"selector": "node.backward", "style": {"border-color": "#222222" if present else BACKWARD_BORDER}},
         {"selector": "node.context", "style": {"opacity": 0.55 if present else 0.45}},
         {"selector": "node.output", "style": {"border-width": 3 * k, "border-color": "#d35400",

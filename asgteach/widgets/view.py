@@ -32,7 +32,7 @@ from .elements import (
 )
 from .i18n import LANGS, t
 from .inspector import InspectorData, empty_html, esc, group_html, node_html
-from .layout import FONT_PX, mirror_layout
+from .layout import FONT_PX, PAD, mirror_layout
 from .steps import Step, grad_passes, steps_of
 from .styles import PRESENT_SCALE, cytoscape_style, legend_html
 from ..usertext import user_text
@@ -162,7 +162,7 @@ class GraphView:
     def _set_style(self) -> None:
         # the zoom never makes a label smaller than legible; fit never blows a tiny graph up past 2x
         with self.canvas.hold_sync():
-            self.canvas.style = cytoscape_style(self.present, FONT_PX)
+            self.canvas.stylesheet = cytoscape_style(self.present, FONT_PX)
             self.canvas.min_zoom = (PRESENT_PX if self.present else LEGIBLE_PX) / self.font_px
             self.canvas.max_zoom = 2.0
 
@@ -191,6 +191,8 @@ class GraphView:
                 at = lay.positions.get(data["id"])
                 if at is not None:
                     item["position"] = {"x": at[0], "y": at[1]}
+                    w, h = lay.sizes[data["id"]]
+                    data["w"], data["h"] = round(w - 2 * PAD, 1), round(h - 2 * PAD, 1)
             elif "label" in data:  # where a label drawn by the target end is centred (half its width, and a gap)
                 data["label_offset"] = round(len(data["label"]) * 0.62 * 11 / FONT_PX * self.font_px / 2 + 12)
             drawn.append(item)
@@ -209,14 +211,12 @@ class GraphView:
     def _size_canvas(self) -> None:
         """Height from the drawing (labels at full size when it fits), width: what the row gives."""
         lay = self.layout
-        if self._fixed_height is None:
-            depth = max((str(e["data"]["group"]).count(".") + 1 for e in self._elements
-                         if e["data"].get("kind") == "compound"), default=0)
-            height = f"{canvas_height(lay.height, 1.0, depth)}px"
-        else:
-            height = self._fixed_height
+        depth = max((str(e["data"]["group"]).count(".") + 1 for e in self._elements
+                     if e["data"].get("kind") == "compound"), default=0)
+        height = f"{canvas_height(lay.height, 1.0, depth)}px" if self._fixed_height is None else self._fixed_height
         self.canvas.height = height
-        self.canvas.graph_width = int(max(420, lay.width + 2 * FIT_PADDING + 4))
+        # each level of layer boxes adds its padding and border on both sides (cytoscape's :parent style)
+        self.canvas.graph_width = int(max(420, lay.width + 2 * FIT_PADDING + 4 + 24 * depth))
         self.canvas.inspector_height = f"{max(420, int(height[:-2]))}px" if height.endswith("px") else height
 
     def _highlights(self) -> dict[str, str]:
@@ -486,13 +486,16 @@ class GraphView:
 
     # -- notebook display ------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
-        """The widget view, and beside it a picture for where no widget runs (an untrusted or reopened
-        notebook, nbconvert, GitHub)."""
-        from .static import static_html
+        """The widget view, and beside it the picture of what it draws now (PNG + SVG, from the same
+        layout): an untrusted or reopened notebook, nbconvert and GitHub show the picture. No
+        ``text/html``: JupyterLab shows an untrusted output's first safe type, and sanitized HTML
+        would come before the PNG."""
+        from .picture import picture_mimebundle
 
         bundle = self.widget._repr_mimebundle_(**kwargs)
         data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
-        data["text/html"] = static_html(self.scope, lang=self.lang, mode=self.mode, expanded=self.expanded)
+        data.pop("text/html", None)
+        data.update(picture_mimebundle(self))
         return data
 
     def _display_(self) -> Any:

@@ -30,13 +30,16 @@ const CSS = `
 .asg-graphview button:disabled { opacity: 0.45; cursor: default; }
 .asg-graphview .asg-body { display: flex; flex-flow: row wrap; width: 100%; gap: 6px; }
 .asg-graphview .asg-graph-box { flex: 1 1 600px; min-width: 0; border: 1px solid #ddd; position: relative; }
-.asg-graphview .asg-canvas { width: 100%; }
+.asg-graphview .asg-canvas { width: 100%; position: relative; }
+.asg-graphview .asg-legend svg { display: inline-block; vertical-align: middle; }
 .asg-graphview .asg-inspector-panel { flex: 1 1 340px; min-width: 300px; max-width: 640px; overflow: auto;
   padding: 0 8px; box-sizing: border-box; line-height: 1.45; }
 .asg-graphview .asg-inspector-panel .asg-math { overflow-x: auto; overflow-y: hidden; max-width: 100%; }
 .asg-graphview .asg-inspector-panel math { font-size: 1.15em; }
 .asg-graphview .asg-inspector-panel code { font-size: 12px; }
 .asg-graphview .asg-status { margin-left: 6px; }
+.asg-graphview.asg-presenting { font-size: 18px; }
+.asg-graphview.asg-presenting .asg-inspector-panel code { font-size: 16px; }
 `;
 
 /** Typeset our own formula boxes: "$$...$$" (display) or "$...$" inside .asg-math, nothing else. */
@@ -113,17 +116,26 @@ function render({ model, el }) {
   wgsl.className = "asg-wgsl-box";
   root.append(toolbar, body, legend, wgsl);
 
-  const cy = cytoscape({
-    container: canvas, elements: [], style: model.get("style"), layout: { name: "preset" },
-    minZoom: model.get("min_zoom"), maxZoom: model.get("max_zoom"), wheelSensitivity: 0.3,
-    boxSelectionEnabled: false, autoungrabify: true, autounselectify: true,
-    textureOnViewport: true, hideEdgesOnViewport: false, pixelRatio: "auto",
-  });
-  // the tests and the benchmark find the instance here
-  canvas.asgCy = cy;
+  // cytoscape is created once the canvas is in the page: a front-end may render the view into a
+  // detached element first, and cytoscape would then take that element's root for a shadow root
+  // and ignore every click
+  let cy = null;
+  function start() {
+    cy = cytoscape({
+      container: canvas, elements: [], style: model.get("stylesheet"), layout: { name: "preset" },
+      minZoom: model.get("min_zoom"), maxZoom: model.get("max_zoom"),
+      boxSelectionEnabled: false, autoungrabify: true, autounselectify: true,
+      textureOnViewport: true, hideEdgesOnViewport: false, pixelRatio: "auto",
+    });
+    canvas.asgCy = cy;   // the tests and the benchmark find the instance here
+    cy.on("tap", "node, edge", (e) => send("click", e.target.id()));
+    drawElements();
+    ro.observe(canvas);
+  }
 
   /** Fit into the canvas; at the zoom floor the top of the graph (the inputs) shows first. */
   function fit() {
+    if (!cy) return;
     cy.resize();
     const pad = model.get("padding");
     const els = cy.elements();
@@ -137,6 +149,7 @@ function render({ model, el }) {
   }
 
   function drawElements() {
+    if (!cy) return;
     cy.batch(() => {
       cy.elements().remove();
       cy.add(model.get("elements"));
@@ -147,6 +160,7 @@ function render({ model, el }) {
 
   let lit = new Map();
   function drawHighlights() {
+    if (!cy) return;
     const want = model.get("highlights") || {};
     cy.batch(() => {
       for (const [id, classes] of lit) {
@@ -165,7 +179,8 @@ function render({ model, el }) {
   }
 
   function drawStyle() {
-    cy.style().fromJson(model.get("style")).update();
+    if (!cy) return;
+    cy.style().fromJson(model.get("stylesheet")).update();
     cy.minZoom(model.get("min_zoom"));
     cy.maxZoom(model.get("max_zoom"));
   }
@@ -207,14 +222,13 @@ function render({ model, el }) {
     detailsB.classList.toggle("asg-on", !!t.details);
     presentB.classList.toggle("asg-on", !!t.present);
     wgslB.style.display = t.wgsl ? "" : "none";
+    root.classList.toggle("asg-presenting", !!t.present);   // a projector: the text grows with the graph
   }
-
-  cy.on("tap", "node, edge", (e) => send("click", e.target.id()));
 
   const handlers = {
     "change:elements": drawElements,
     "change:highlights": drawHighlights,
-    "change:style change:min_zoom change:max_zoom": () => { drawStyle(); fit(); },
+    "change:stylesheet change:min_zoom change:max_zoom": () => { drawStyle(); fit(); },
     "change:height change:graph_width change:inspector_height": drawSize,
     "change:inspector_html": drawInspector,
     "change:status_html": () => { status.innerHTML = model.get("status_html"); },
@@ -227,7 +241,6 @@ function render({ model, el }) {
 
   drawToolbar();
   drawSize();
-  drawElements();
   drawInspector();
   status.innerHTML = model.get("status_html");
   legend.innerHTML = model.get("legend_html");
@@ -242,12 +255,19 @@ function render({ model, el }) {
       fit();
     }
   });
-  ro.observe(canvas);
+  let waiting = true;
+  const wait = () => {
+    if (!waiting) return;
+    if (canvas.isConnected) start();
+    else requestAnimationFrame(wait);
+  };
+  wait();
 
   return () => {
+    waiting = false;
     ro.disconnect();
     for (const [name, fn] of Object.entries(handlers)) model.off(name, fn);
-    cy.destroy();
+    if (cy) cy.destroy();
   };
 }
 

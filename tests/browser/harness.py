@@ -37,8 +37,8 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 
 # the cytoscape instance of the first (or n-th) GraphView on the page
-_CY = ("(n) => { const els = document.querySelectorAll('.asg-graphview .custom-widget');"
-       " const el = els[n || 0]; return el && el._cyreg && el._cyreg.cy ? el : null; }")
+_CY = ("(n) => { const els = document.querySelectorAll('.asg-graphview .asg-canvas');"
+       " const el = els[n || 0]; return el && el.asgCy ? el : null; }")
 
 
 def free_port() -> int:
@@ -233,7 +233,7 @@ class Lab:
         """Wait for the n-th GraphView's cytoscape instance to hold ``min_nodes`` nodes."""
         try:
             self.page.wait_for_function(
-                f"([n, k]) => {{ const el = ({_CY})(n); return el && el._cyreg.cy.nodes().length >= k; }}",
+                f"([n, k]) => {{ const el = ({_CY})(n); return el && el.asgCy.nodes().length >= k; }}",
                 arg=[n, min_nodes], timeout=self.timeout)
         except Exception as e:  # noqa: BLE001
             raise AssertionError(self.fail(f"graph view #{n} never drew {min_nodes} nodes: {e}")) from e
@@ -241,7 +241,7 @@ class Lab:
     def cy(self, script: str, n: int = 0, arg: Any = None) -> Any:
         """Evaluate ``script`` (a JS function body with ``cy``, ``el`` and ``arg`` in scope) in the page."""
         return self.page.evaluate(
-            f"([n, arg]) => {{ const el = ({_CY})(n); const cy = el._cyreg.cy; {script} }}", [n, arg])
+            f"([n, arg]) => {{ const el = ({_CY})(n); const cy = el.asgCy; {script} }}", [n, arg])
 
     def node_ids(self, n: int = 0) -> list[str]:
         """The view's stable ids of the drawn nodes ("n12", "g:block"; cytoscape's own ids change per rebuild)."""
@@ -256,7 +256,7 @@ class Lab:
         try:
             self.page.wait_for_function(
                 f"([n, cls, want]) => {{ const el = ({_CY})(n); if (!el) return false;"
-                " const got = el._cyreg.cy.$('.' + cls).map(e => e.data('key'));"
+                " const got = el.asgCy.$('.' + cls).map(e => e.data('key'));"
                 " return JSON.stringify(got.sort()) === JSON.stringify(want.slice().sort()); }",
                 arg=[n, cls, expected], timeout=timeout_ms or self.timeout)
         except Exception:  # noqa: BLE001 - the assertion at the call site shows what is there instead
@@ -274,7 +274,7 @@ class Lab:
         try:  # the element exists and the layout has placed it (a rebuild may still be on its way)
             self.page.wait_for_function(
                 f"([n, id]) => {{ const el = ({_CY})(n); if (!el) return false;"
-                " const e = el._cyreg.cy.nodes().filter(x => x.data('key') === id);"
+                " const e = el.asgCy.nodes().filter(x => x.data('key') === id);"
                 " return e.nonempty() && e.renderedBoundingBox().w > 0; }", arg=[n, element_id], timeout=30_000)
         except Exception:  # noqa: BLE001 - reported below with the drawn ids
             pass

@@ -79,8 +79,8 @@ def test_click_updates_inspector(lab, mlp):
     second = lab.inspector_text()
     assert second != first
     assert "Local derivative" in second, second[:800]
-    assert lab.page.locator(".asg-inspector-panel mjx-container, .asg-inspector-panel .MathJax").count() > 0, \
-        lab.fail("the formula was not typeset by MathJax")
+    assert lab.page.locator(".asg-inspector-panel .asg-math .katex math").count() > 0, \
+        lab.fail("the formula was not typeset (KaTeX, as MathML)")
     lab.screenshot("mlp_inspector_tanh", lab.page.locator(".asg-graphview").first)
     # wgpu (lavapipe) is installed here, so the button is shown and brings the kernel's WGSL source
     wgsl = lab.page.locator("button.asg-wgsl").first
@@ -109,8 +109,8 @@ def test_step_through_follows_the_engine_order(lab, mlp):
             "(s) => { const e = document.querySelector('.asg-step-status'); return e && e.innerText.startsWith(s); }",
             arg=f"Step {k + 1} of {len(steps)}", timeout=30_000)
         lab.page.wait_for_function(
-            "([id]) => { const el = document.querySelector('.asg-graphview .custom-widget');"
-            " return el._cyreg.cy.$('.step-current').map(e => e.data('key')).join() === id; }",
+            "([id]) => { const el = document.querySelector('.asg-graphview .asg-canvas');"
+            " return el.asgCy.$('.step-current').map(e => e.data('key')).join() === id; }",
             arg=[want], timeout=30_000)
         seen.append(lab.classes_of("step-current")[0])
         if want == mlp["fanout"]:
@@ -156,9 +156,9 @@ def test_transformer_collapses_layers_and_expands_on_click(lab):
     lab.screenshot("transformer_collapsed", lab.page.locator(".asg-graphview").first)
     lab.click_node("g:block")
     lab.page.wait_for_function(
-        "(n) => { const el = document.querySelector('.asg-graphview .custom-widget');"
-        " const b = el._cyreg.cy.nodes().filter(e => e.data('key') === 'g:block');"
-        " return el._cyreg.cy.nodes().length > n && b.nonempty() && b.isParent(); }",
+        "(n) => { const el = document.querySelector('.asg-graphview .asg-canvas');"
+        " const b = el.asgCy.nodes().filter(e => e.data('key') === 'g:block');"
+        " return el.asgCy.nodes().length > n && b.nonempty() && b.isParent(); }",
         arg=len(before), timeout=60_000)
     lab.wait_inspector("block")
     after = lab.node_ids()

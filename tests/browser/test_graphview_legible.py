@@ -107,8 +107,8 @@ def test_details_toggle_changes_the_node_count(lab, counts):
     before = settled(lab, 0)["n"]
     lab.page.locator(".asg-details button, button.asg-details").first.click()
     lab.page.wait_for_function(
-        "([n]) => { const el = document.querySelectorAll('.asg-graphview .custom-widget')[0];"
-        " return el._cyreg.cy.nodes().length === n; }", arg=[counts["mlp2"][1]], timeout=30_000)
+        "([n]) => { const el = document.querySelectorAll('.asg-graphview .asg-canvas')[0];"
+        " return el.asgCy.nodes().length === n; }", arg=[counts["mlp2"][1]], timeout=30_000)
     r = settled(lab, 0)
     _shot(lab, "legible_mlp_details", 0)
     print(f"\nMLP with details: {before} -> {r['n']} nodes, min label {r['min_px']:.1f} px")
@@ -117,8 +117,8 @@ def test_details_toggle_changes_the_node_count(lab, counts):
     # a folded edge's inspector explains the op it hides
     lab.page.locator(".asg-details button, button.asg-details").first.click()
     lab.page.wait_for_function(
-        "([n]) => { const el = document.querySelectorAll('.asg-graphview .custom-widget')[0];"
-        " return el._cyreg.cy.nodes().length === n; }", arg=[before], timeout=30_000)
+        "([n]) => { const el = document.querySelectorAll('.asg-graphview .asg-canvas')[0];"
+        " return el.asgCy.nodes().length === n; }", arg=[before], timeout=30_000)
     settled(lab, 0)
     # the middle of a folded edge that no node covers
     pos = lab.cy("const boxes = cy.nodes().filter(n => !n.isParent()).map(n => n.renderedBoundingBox());"
@@ -142,13 +142,13 @@ def test_details_toggle_changes_the_node_count(lab, counts):
 def test_step_lights_the_node_and_its_gradient(lab):
     lab.page.locator("button.asg-step").first.click()
     lab.page.wait_for_function(
-        "() => document.querySelector('.asg-graphview .custom-widget')._cyreg.cy.$('.step-current').length > 0",
+        "() => document.querySelector('.asg-graphview .asg-canvas').asgCy.$('.step-current').length > 0",
         timeout=30_000)
     lab.page.locator("button.asg-step").first.click()
     try:  # step 2 reached: the status line says so and one node and one gradient are lit (not a fixed sleep)
         lab.page.wait_for_function(
             "() => { const e = document.querySelector('.asg-step-status');"
-            " const cy = document.querySelector('.asg-graphview .custom-widget')._cyreg.cy;"
+            " const cy = document.querySelector('.asg-graphview .asg-canvas').asgCy;"
             " return e && e.innerText.startsWith('Step 2') && cy.$('.step-current').length === 1"
             " && cy.$('.step-mirror').length === 1; }", timeout=30_000)
     except Exception:  # noqa: BLE001 - the assertion below says what is lit instead
@@ -177,7 +177,7 @@ def test_presentation_mode_labels(lab, counts):
 def test_presentation_toggle_on_the_mlp(lab):
     lab.page.locator(".asg-present button, button.asg-present").first.click()
     lab.page.wait_for_function(
-        "() => { const cy = document.querySelector('.asg-graphview .custom-widget')._cyreg.cy;"
+        "() => { const cy = document.querySelector('.asg-graphview .asg-canvas').asgCy;"
         " return parseFloat(cy.nodes().first().style('font-size')) > 15; }", timeout=30_000)
     r = settled(lab, 0)
     _shot(lab, "legible_mlp_present", 0)

@@ -1,9 +1,9 @@
-"""Hostile names in a real JupyterLab: shown as typed, never typeset by MathJax, never run.
+"""Hostile names in a real JupyterLab: shown as typed, never typeset, never run.
 
-JupyterLab's MathJax loads every TeX package (``\\href`` included) and typesets the
-inspector (an HTMLMath widget) and ``text/html`` outputs. A graph whose every name is
-hostile is shown, its nodes clicked (in English and Russian, and through the step-through),
-and the page checked: no ``<a href="javascript:...">``, no MathJax output outside our own
+JupyterLab's MathJax loads every TeX package (``\\href`` included) and typesets ``text/html``
+outputs; the graph view's inspector typesets its own formula boxes (``.asg-math``) with KaTeX.
+A graph whose every name is hostile is shown, its nodes clicked (in English and Russian, and through the step-through),
+and the page checked: no ``<a href="javascript:...">``, no typeset maths (KaTeX or MathJax) outside our own
 formula boxes (``.asg-math``), no ``<img src=x>``, no dialog, and the names readable as
 typed. tests/test_widget_escape.py checks the same on the HTML strings, for every page.
 """
@@ -59,11 +59,11 @@ _LEAKS = """() => {
   const p = document.querySelector('.asg-inspector-panel');
   const out = {anchors: [], stray_math: [], ignored_math: 0, imgs: 0, math: 0};
   for (const a of p.querySelectorAll('a')) out.anchors.push(a.getAttribute('href') || '');
-  for (const m of p.querySelectorAll('mjx-container, .MathJax')) {
-    out.math++;
+  for (const m of p.querySelectorAll('.katex, math, mjx-container, .MathJax')) {
     if (!m.closest('.asg-math')) out.stray_math.push(m.textContent.slice(0, 80));
+    else if (m.matches('.katex')) out.math++;
   }
-  out.ignored_math = p.querySelectorAll('.mathjax_ignore mjx-container, .mathjax_ignore .MathJax').length;
+  out.ignored_math = p.querySelectorAll('.mathjax_ignore :is(.katex, math, mjx-container, .MathJax)').length;
   out.imgs = p.querySelectorAll('img:not(.asg-heatmap)').length;
   return out;
 }"""
@@ -88,12 +88,12 @@ def hostile_lab():
 
 
 def _typeset(lab: Lab) -> None:
-    """Wait until MathJax has typeset the panel (our formula boxes hold its output)."""
+    """Wait until the panel is typeset (our formula boxes hold KaTeX's MathML)."""
     try:
         lab.page.wait_for_function(
             "() => { const p = document.querySelector('.asg-inspector-panel');"
             " const boxes = p.querySelectorAll('.asg-math');"
-            " return boxes.length > 0 && [...boxes].every(b => b.querySelector('mjx-container, .MathJax')); }",
+            " return boxes.length > 0 && [...boxes].every(b => b.querySelector('.katex math')); }",
             timeout=60_000)
     except Exception as e:  # noqa: BLE001 - re-raised with the page's state
         raise AssertionError(lab.fail(f"the inspector's formulas were never typeset: {e}")) from e
@@ -102,7 +102,7 @@ def _typeset(lab: Lab) -> None:
 def _check_clean(lab: Lab, where: str) -> dict:
     leaks = lab.page.evaluate(_LEAKS)
     assert not leaks["anchors"], lab.fail(f"{where}: links in the inspector: {leaks['anchors']}")
-    assert not leaks["stray_math"], lab.fail(f"{where}: MathJax typeset text outside our formulas: {leaks}")
+    assert not leaks["stray_math"], lab.fail(f"{where}: typeset text outside our formulas: {leaks}")
     assert leaks["ignored_math"] == 0 and leaks["imgs"] == 0, lab.fail(f"{where}: {leaks}")
     assert leaks["math"] > 0, "our own formulas are still typeset"
     assert not lab.dialogs and not [m for m in lab.console if m.startswith("DIALOG")], \
@@ -166,14 +166,21 @@ def test_hostile_names_stay_text_in_the_inspector(hostile_lab, tmp_path):
     print("screenshots:", tmp_path)
 
 
-def test_static_view_output_is_not_typeset(hostile_lab):
+def test_static_picture_output_is_not_typeset(hostile_lab):
+    """``at.show(y, static=True)``: the picture (SVG beside a PNG); its names are SVG text, never maths or links."""
     lab = hostile_lab
-    static = lab.page.locator(".jp-OutputArea-output .asg-static").first
-    static.wait_for(state="attached", timeout=30_000)
-    found = lab.page.evaluate(
-        "() => { const s = document.querySelector('.jp-OutputArea-output .asg-static');"
-        " return {math: s.querySelectorAll('mjx-container, .MathJax').length, a: s.querySelectorAll('a').length,"
-        " text: [...s.querySelectorAll('text')].map(t => t.textContent).join('|')}; }")
-    assert found["math"] == 0 and found["a"] == 0, lab.fail(f"the static view was typeset: {found}")
-    assert HREF in found["text"] and PAREN in found["text"] and BRACKET in found["text"], found["text"][:400]
+    out = lab.page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea-output").first
+    out.wait_for(state="attached", timeout=30_000)
+    found = out.evaluate(
+        "async (o) => { const img = o.querySelector('img');"
+        " let svg = o.querySelector('svg');"
+        " if (!svg && img && img.src.startsWith('data:image/svg')) {"
+        "   const text = await (await fetch(img.src)).text();"
+        "   svg = new DOMParser().parseFromString(text, 'image/svg+xml').documentElement; }"
+        " return {math: o.querySelectorAll('.katex, math, mjx-container, .MathJax').length,"
+        " a: o.querySelectorAll('a').length, how: svg ? (o.querySelector('svg') ? 'inline svg' : 'svg image')"
+        " : (img ? img.src.slice(0, 22) : o.innerHTML.slice(0, 200)),"
+        " text: svg ? [...svg.querySelectorAll('text')].map(t => t.textContent).join('|') : ''}; }")
+    assert found["math"] == 0 and found["a"] == 0, lab.fail(f"the picture was typeset: {found}")
+    assert HREF in found["text"] and PAREN in found["text"] and BRACKET in found["text"], found
     assert not lab.dialogs, lab.fail(f"a dialog fired: {lab.dialogs}")
