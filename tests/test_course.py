@@ -5,11 +5,12 @@ installs nothing: nbgrader comes from the `course` extra, which scripts/setup in
 ./scripts/test and CI run it). It runs, in a course directory written by `asgteach course`:
 
 * `nbgrader generate_assignment` for every lesson;
-* `nbgrader autograde` of three submissions per lesson: "untouched" (the release as handed
-  out: must score 0), "solved" (the instructor's source: must score the maximum, > 0) and
-  "lazy" (the source with the shortcuts a student could take in place of the work, see
+* `nbgrader autograde` of the submissions of every lesson, all students in one call: "untouched"
+  (the release as handed out: must score 0), "solved" (the instructor's source: must score the
+  maximum, > 0), "lazy" (the source with the shortcuts a student could take in place of the work, see
   LAZY, here or in tests/lazy/<lesson>.py: each of those exercises must score 0, so the lesson gets
-  partial or zero credit);
+  partial or zero credit) and "lazy2", "lazy3"... (tests/lazy/<lesson>.py's MORE: attempts on the judge
+  itself, which must score 0 with the judge's reason); the course's config makes the judge score them;
 * `nbgrader export` (the CSV must hold those numbers) and `nbgrader generate_feedback` for
   the lazy student (the HTML must show each failing check's message).
 """
@@ -247,6 +248,12 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
 }
 
 
+#: lesson -> more lazy students, each a submission of its own: [{exercise: (answer cell, words)}, ...]
+#: (tests/lazy/<lesson>.py's ``MORE``: the attempts on the judge itself - switching a check off, reusing a
+#: reference, a closure or a default argument over one, a library stand-in, a forbidden import)
+MORE: dict[str, list[dict[int, tuple[str, str]]]] = {}
+
+
 def _lazy_files() -> dict[str, dict[int, tuple[str, str]]]:
     """tests/lazy/<lesson stem>.py: a lesson's lazy answers in a file of its own (``LAZY = {n: (code, words)}``)."""
     found = {}
@@ -254,6 +261,7 @@ def _lazy_files() -> dict[str, dict[int, tuple[str, str]]]:
         namespace: dict = {}
         exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
         found[path.stem] = namespace["LAZY"]
+        MORE[path.stem] = namespace.get("MORE", [])
     return found
 
 
@@ -293,8 +301,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for stem in GRADED:
         release = course / "release" / stem / f"{stem}.ipynb"
         source = _nb(course / "source" / stem / f"{stem}.ipynb")
+        more = [(f"lazy{k + 2}", _lazy_notebook(source, answers, stem)) for k, answers in enumerate(MORE.get(stem, []))]
         for student, nb in [("untouched", _nb(release)), ("solved", source),
-                            ("lazy", _lazy_notebook(source, LAZY[stem], stem))]:
+                            ("lazy", _lazy_notebook(source, LAZY[stem], stem)), *more]:
             folder = course / "submitted" / student / stem
             folder.mkdir(parents=True)
             (folder / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
@@ -337,6 +346,21 @@ def test_a_lazy_student_fails_the_checks_and_the_feedback_says_why(graded: dict,
         assert errors and errors[0]["ename"] == "ExerciseError", f"{stem} exercise {n}: {check_outputs}"
         assert words in errors[0]["evalue"], f"{stem} exercise {n}: {errors[0]['evalue']}"
         assert words in text, f"{stem} exercise {n}: the feedback does not show the check's message"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", [s for s in GRADED if MORE.get(s)])
+def test_attempts_on_the_judge_score_zero_for_their_exercise(graded: dict, stem: str) -> None:
+    """Each further lazy student (tests/lazy's MORE) gets 0 for the exercises it tried and the judge's reason."""
+    course, scores = graded["course"], graded["scores"]
+    for k, answers in enumerate(MORE[stem]):
+        student = f"lazy{k + 2}"
+        score, max_score = scores[(stem, student)]
+        assert score == max_score - POINTS * len(answers), f"{stem} {student}: {score}/{max_score}"
+        outputs = _cell_scores(course / "autograded" / student / stem / f"{stem}.ipynb")
+        for n, (_, words) in answers.items():
+            errors = [o for o in outputs[f"exercise-{n}-check"] if o["output_type"] == "error"]
+            assert errors and words in errors[0]["evalue"], f"{stem} {student} exercise {n}: {errors}"
 
 
 def test_the_lazy_answers_are_not_the_solutions() -> None:

@@ -20,3 +20,25 @@ LAZY = {
         "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n",
         "the norm of dL/dh_t"),
 }
+
+# attempts on the judge itself: each a submission of its own (tests/test_course.py's MORE)
+MORE = [
+    {   # the reference, imported by a name the hands-off rule does not list... through the module table
+        1: ("with exercise(1):\n    import sys\n"
+            "    truncated_grads = sys.modules['asgteach.lessons.checks_rnn'].truncated_bptt_check\n"
+            "    tbptt_loss, tbptt_grads = 0.0, {}\n", "may not"),
+        # a closure over the reference loaded from the keys' file
+        2: ("with exercise(2):\n    def make():\n        ns = {}\n"
+            "        exec(open(at.lessons.__path__[0] + '/answer_keys.py').read(), ns)\n"
+            "        return ns['gradient_horizon']\n    gradient_horizon = make()\n"
+            "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n", "may not"),
+    },
+    {   # getattr by a computed string, to dodge the names
+        2: ("with exercise(2):\n    m = getattr(at, 'less' + 'ons')\n"
+            "    gradient_horizon = m.answer_keys.gradient_horizon\n"
+            "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n", "may not"),
+        1: ("with exercise(1):\n    def truncated_grads(params, tokens, targets, k):\n"
+            "        import torch\n        raise RuntimeError('stand-in')\n\n"
+            "    tbptt_loss, tbptt_grads = 0.0, {}\n", "exercise 1"),
+    },
+]
