@@ -105,7 +105,7 @@ def test_groups_follow_layers_and_collapse_expand():
     ids2 = {e["data"]["id"]: e for e in half if e["group"] == "nodes"}
     assert ids2["g:mlp"]["classes"] == "compound"
     assert ids2["g:mlp.0"]["data"]["parent"] == "g:mlp" and ids2["g:mlp.0"]["classes"] == "group"
-    # parents come before their children (ipycytoscape adds elements one by one)
+    # parents come before their children (cytoscape.js needs a parent added before its members)
     order = [e["data"]["id"] for e in half if e["group"] == "nodes"]
     for e in half:
         if e["group"] == "nodes" and "parent" in e["data"]:
