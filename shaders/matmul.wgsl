@@ -18,7 +18,7 @@
 // every step. On an H100 that took the 2048^3 product from 37 to 43 TFLOP/s (bench/README.md).
 //
 // Epilogue (variant ":bias"): C = A @ B + bias, the bias (N,) added to every row as C is stored,
-// when a Linear layer's "+ b" is the product's only reader (wgpu_fuse); the add runs no kernel.
+// when a Linear layer's "+ b" is the product's only reader (pass wgpu_passes/epilogue.py); the add runs no kernel.
 //
 // Two variants: "fast" needs M % BM == N % BN == K % BK == 0 and reads/writes vec4s;
 // "edge" handles every size (1-D operands too) with bounds-checked scalar loads that

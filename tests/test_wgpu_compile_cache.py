@@ -60,7 +60,7 @@ def test_a_second_compile_of_the_same_shape_reuses_the_lowering_and_only_rebinds
     assert plan_cache.stats["misses"] == 1 and plan_cache.stats["hits"] == 0
     p2, out2 = _compile_and_run()
     assert plan_cache.stats["misses"] == 1 and plan_cache.stats["hits"] == 1, "the second compile lowered again"
-    assert p2._lowered is p1._lowered
+    assert p2.lowered is p1.lowered
     # the reused dispatches name the new graph's nodes; the buffers are the new plan's own
     assert all(d.node is p2.graph.nodes[d.node.id] for d in p2.dispatches)
     assert not {id(b) for b in p1.buffers.values()} & {id(b) for b in p2.buffers.values()}
@@ -68,7 +68,7 @@ def test_a_second_compile_of_the_same_shape_reuses_the_lowering_and_only_rebinds
     # and a compile from nothing gives the same kernels and the same bits
     plan_cache.clear()
     p3, out3 = _compile_and_run()
-    assert plan_cache.stats["misses"] == 1 and p3._lowered is not p1._lowered
+    assert plan_cache.stats["misses"] == 1 and p3.lowered is not p1.lowered
     assert [(d.key, d.source, d.params.tolist(), d.binds, d.groups) for d in p3.dispatches] == \
         [(d.key, d.source, d.params.tolist(), d.binds, d.groups) for d in p2.dispatches]
     np.testing.assert_array_equal(out3, out2)
@@ -83,7 +83,7 @@ def test_a_second_trainer_reuses_the_plan_and_trains_exactly_like_a_fresh_one() 
     first = train()
     second = train()
     assert plan_cache.stats == {"hits": 1, "misses": 1, "update_hits": 1, "update_misses": 1}
-    assert second[2].plan._in_place == first[2].plan._in_place and second[2].plan._in_place
+    assert second[2].plan.in_place == first[2].plan.in_place and second[2].plan.in_place
     plan_cache.clear()
     fresh = train()
     assert plan_cache.stats["misses"] == 1 and plan_cache.stats["hits"] == 0
@@ -149,7 +149,7 @@ def test_prefetched_pipelines_are_the_ones_used_and_a_bad_shader_still_raises() 
     gpu = wgpu_device.gpu()
     p, _ = _compile_and_run()
     assert not gpu.compiling, "every prefetched pipeline was collected by the plan"
-    assert all(e[0] is gpu.pipelines[d.key][0] for e, d in zip(p._encoded, p.dispatches))
+    assert all(pipe is gpu.pipelines[d.key][0] for pipe, d in zip(p.pipelines, p.dispatches))
     bad = "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }"
     gpu.prefetch(("test", "f32", "bad"), bad, "main")
     with pytest.raises(Exception, match="(?i)pars|valid|type"):

@@ -214,7 +214,7 @@ def test_bound_updates_write_in_place_when_nothing_reads_the_old_value_later() -
     X, P = _u((6, 11), 1), _u((11, 4), 2)
     plan = wgpu_backend.compile(loss.graph, [loss.node_id, p_new.node_id, m_new.node_id])
     plan.bind_updates({p: p_new, m: m_new})
-    assert plan._in_place == {(p_new.node_id, p.node_id), (m_new.node_id, m.node_id)}
+    assert plan.in_place == {(p_new.node_id, p.node_id), (m_new.node_id, m.node_id)}
     assert "updated in place" in plan.shader_for(p_new)
     cur = {p: P, m: np.zeros((11, 4))}
     for step in range(3):
@@ -235,7 +235,7 @@ def test_bound_updates_keep_the_copy_when_the_old_value_is_read_after_the_update
         late = p_new @ at.transpose(p)   # another kernel reads p (and p_new) after p_new is computed
     plan = wgpu_backend.compile(late.graph, [late.node_id, p_new.node_id])
     plan.bind_updates({p: p_new})
-    assert not plan._in_place
+    assert not plan.in_place
     X, P = _u((4, 3), 1), _u((4, 3), 2)
     cur = P
     for step in range(2):
@@ -254,7 +254,7 @@ def test_an_update_read_by_its_own_kernel_may_still_be_in_place() -> None:
         late = p_new * p
     plan = wgpu_backend.compile(late.graph, [late.node_id, p_new.node_id])
     plan.bind_updates({p: p_new})
-    assert plan._in_place == {(p_new.node_id, p.node_id)} and len(plan.dispatches) == 1
+    assert plan.in_place == {(p_new.node_id, p.node_id)} and len(plan.dispatches) == 1
     X, P = _u((4, 3), 1), _u((4, 3), 2)
     cur = P
     for step in range(3):

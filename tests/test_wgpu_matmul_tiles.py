@@ -50,7 +50,7 @@ def test_every_tile_matches_numpy(monkeypatch, tile: Tile, ta: bool, tb: bool) -
     monkeypatch.setenv("ASGTEACH_WGPU_MATMUL_TILE", str(tile))
     # many tiles (so the small-grid rule keeps this tile), sizes multiples of it: the vec4 kernel
     m, n, k = 2 * tile.bm, 2 * tile.bn, 3 * tile.bk
-    nb = math.ceil(wgpu_kernels._MIN_GROUPS / 4)
+    nb = math.ceil(wgpu_kernels.MIN_GROUPS / 4)
     a_shape = (nb, k, m) if ta else (nb, m, k)
     b_shape = (n, k) if tb else (k, n)                # one B broadcast over the batch (a weight)
     got, want, kernels = _product(a_shape, b_shape, ta, tb, seed=1)
@@ -65,7 +65,7 @@ def test_every_tile_matches_numpy(monkeypatch, tile: Tile, ta: bool, tb: bool) -
 
 def test_a_grid_of_few_workgroups_takes_a_smaller_tile() -> None:
     """(256, 256) @ (256, 256) is 4 tiles of 128 x 128: the tile that fits and gives the most
-    workgroups is taken instead (none reaches _MIN_GROUPS here)."""
+    workgroups is taken instead (none reaches MIN_GROUPS here)."""
     got, want, kernels = _product((256, 256), (256, 256), False, False, seed=3)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     chosen = Tile.parse(kernels[0].split(":")[0])
@@ -76,7 +76,7 @@ def test_a_grid_of_few_workgroups_takes_a_smaller_tile() -> None:
 
 
 def test_a_large_grid_keeps_the_preferred_tile() -> None:
-    n_batch = wgpu_kernels._MIN_GROUPS                 # 128 batches of one 128 x 128 tile each
+    n_batch = wgpu_kernels.MIN_GROUPS                 # 128 batches of one 128 x 128 tile each
     got, want, kernels = _product((n_batch, DEFAULT_TILE.bm, 32), (32, DEFAULT_TILE.bn), False, False, seed=4)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     assert kernels == [f"{DEFAULT_TILE}:fast:NN"]

@@ -84,7 +84,7 @@ def test_float64_feeds_warn_once_and_give_float32() -> None:
     with at.Graph():
         x = at.input("x", (3,))
         y = at.exp(x)
-    wgpu_backend._warned_f64 = False
+    wgpu_backend.warn_float64_again()
     with pytest.warns(UserWarning, match="float32"):
         out = at.run(y, {x: np.ones(3)}, backend="wgpu")
     assert out.dtype == np.float32

@@ -81,7 +81,7 @@ from .wgpu_kernels import WG_LINEAR, Dispatch, groups_for, index_bound_of
 from .wgpu_matmul import tile_from_env
 from .wgpu_memory import bind_entries as _bind_entries
 from .wgpu_memory import nbytes as _nbytes
-from .wgpu_passes import PassList, PassRecord, lower_optimised
+from .wgpu_passes import PassList, PassRecord, lower_optimised, select
 from .wgpu_passes.in_place import in_place_rewrite
 from .wgpu_plain import lower_plain
 from .wgpu_plan_cache import signature
@@ -101,6 +101,13 @@ GPU_LOCK = threading.RLock()
 
 class BindingLimitError(ValueError):
     """A value is larger than the adapter lets one shader bind. Names the node."""
+
+
+def warn_float64_again() -> None:
+    """Let the next float64 feed warn again (the warning is shown once per process; a notebook or a test that
+    wants to see it once more calls this)."""
+    global _warned_f64
+    _warned_f64 = False
 
 
 def _float64_warning() -> None:
@@ -126,13 +133,14 @@ class Plan:
     backend = NAME
 
     def __init__(self, graph: Graph, outputs: list[int], max_binding: int | None = None,
-                 optimize: bool = True) -> None:
+                 optimize: bool = True, passes: Any = None) -> None:
         self.gpu: Gpu = gpu()
         wgpu = self.gpu.wgpu
         dev = self.gpu.device
         self.graph = graph
         self.outputs = list(outputs)
         self.optimize = bool(optimize)   # False: the plain plan, one kernel per compute node (wgpu_plain)
+        names = select(passes) if self.optimize else ()   # the passes that run (wgpu_passes; default: all)
         self.node_ids = graph.ancestors(self.outputs)
         limit = int(max_binding or self.gpu.max_binding)
         for i in self.node_ids:
@@ -149,11 +157,11 @@ class Plan:
         tile = tile_from_env()
         structure, specs = signature(graph, self.node_ids, self.outputs)
         key = (ops_generation(), shaders_stamp(), tile, self.gpu.max_storage_buffers, self.gpu.uniform_align,
-               self.optimize, structure)
+               self.optimize, names, structure)
         if self.optimize:
             def build() -> plan_cache.Lowered:
                 return lower_optimised(graph, self.outputs, self.node_ids, tile, self.gpu.max_storage_buffers,
-                                       self.gpu.uniform_align, self.gpu.prefetch)
+                                       self.gpu.uniform_align, self.gpu.prefetch, names)
         else:
             def build() -> plan_cache.Lowered:
                 return lower_plain(graph, self.outputs, self.node_ids, tile, self.gpu.uniform_align,
@@ -200,7 +208,7 @@ class Plan:
         self._recorded: Any = None   # the next run's command buffer, recorded while the GPU ran the last one
         # what is recorded: the dispatches, neighbouring chains of one kernel batched (wgpu_batch); built at the
         # first run, and again after bind_updates rewrites chains
-        self.launches: list[Launch] | None = None
+        self._launches: list[Launch] | None = None
         # (pipeline, bind group, workgroups, offset in the gate's argument buffer when dispatched from it)
         self._launched: list[tuple[Any, Any, tuple[int, int, int], int | None]] = []
         self.gate: Gate | None = None   # with bind_updates: the device-side check before the updates (wgpu_gate)
@@ -244,8 +252,8 @@ class Plan:
         A batch's uniform blocks are its members' blocks, copied one after the other into
         ``self._batch_uniforms`` (its members need not be neighbours in ``self.dispatches``).
         """
-        if self.launches is None:
-            self.launches = self._plan_launches()
+        if self._launches is None:
+            self._launches = self._plan_launches()
             self._launched = []
         if not self._launched:
             batches = [la for la in self.launches if la.count > 1]
@@ -346,8 +354,6 @@ class Plan:
         if nid not in self._node_sources:
             n = self.graph.nodes[nid]
             raise KeyError(f"node #{nid} ({n.op}) runs no kernel in this plan (leaves and empty tensors have none)")
-        if self.launches is None:
-            self.launches = self._plan_launches()
         root = self.fusion.chain_of.get(nid, nid) if self.fusion is not None else nid
         for la in self.launches:
             roots = [self.dispatches[k].node.id for k in la.members]
@@ -365,12 +371,37 @@ class Plan:
         return "".join(self._node_sources[nid])
 
     @property
+    def launches(self) -> list[Launch]:
+        """What a run records (``wgpu_batch``): the dispatches, chains of the same code batched into one launch
+        (planned at the first run or on first use, and again after ``bind_updates``)."""
+        if self._launches is None:
+            self._launches = self._plan_launches()
+        return self._launches
+
+    @property
+    def in_place(self) -> frozenset[tuple[int, int]]:
+        """The (new, old) pairs of ``bind_updates`` that a fused kernel writes straight into old's buffer
+        (no copy after the run; see ``wgpu_passes/in_place.py``)."""
+        return frozenset(self._in_place)
+
+    @property
+    def pipelines(self) -> list[Any]:
+        """The compiled pipeline of each dispatch, in ``self.dispatches`` order (from the process-wide cache)."""
+        return [e[0] for e in self._encoded]
+
+    @property
+    def lowered(self) -> plan_cache.Lowered:
+        """Everything this plan decided before touching the device (kernels, memory plan, uniform words, the
+        passes' record): shared by plans of graphs with the same structure (``wgpu_plan_cache``)."""
+        return self._lowered
+
+    @property
     def passes(self) -> PassList:
         """What each optimisation pass did to this plan (``wgpu_passes``), printed as a table: the pass, the
         kernels (or dispatches) before and after it, what it rewrote. Empty for the plain plan. Once the plan
         has run (or bind_updates has), the last line is ``batch``: launches of the same code batched (wgpu_batch)."""
         records = PassList(self._lowered.passes)
-        if self.optimize and self.launches is not None:
+        if self.optimize and self._launches is not None:
             batched = sum(la.count for la in self.launches if la.count > 1)
             records.append(PassRecord("batch", len(self.dispatches), len(self.launches),
                                       f"{batched} dispatches of the same code run as "
@@ -414,7 +445,7 @@ class Plan:
         self._read_end = self._read_back = None
         self._in_place = self._update_in_place(pairs)
         self._recorded = None   # recorded with the old copies
-        self.launches = self._plan_launches()   # the chains changed: batch them again
+        self._launches = self._plan_launches()   # the chains changed: batch them again
         self._launched = []
         self._launch_commands()   # (their pipelines and bind groups now, not in the first run: a Trainer's
         #                           compile is then all of it)
@@ -757,15 +788,16 @@ def _rebound(d: Dispatch, graph: Graph) -> Dispatch:
 
 
 def compile(graph: Graph, outputs: list[int], max_binding: int | None = None,  # noqa: A001
-            optimize: bool = True) -> Plan:
+            optimize: bool = True, passes: Any = None) -> Plan:
     """Compile the outputs (node ids) of ``graph`` into a GPU :class:`Plan`.
 
     ``optimize=False`` gives the plain plan: one kernel per compute node (``wgpu_plain``); the default
-    runs the passes of ``wgpu_passes`` over it. ``max_binding`` overrides the adapter's per-binding size
-    limit (for tests).
+    runs the passes of ``wgpu_passes`` over it, or only those named in ``passes`` (``"chains"``, or
+    several: each pass can be tried alone against the plain plan). ``max_binding`` overrides the
+    adapter's per-binding size limit (for tests).
     """
     with GPU_LOCK, _collector_paused():   # (the pipeline and lowering caches are shared by every thread's plans)
-        return Plan(graph, outputs, max_binding, optimize)
+        return Plan(graph, outputs, max_binding, optimize, passes)
 
 
 @contextlib.contextmanager

@@ -37,9 +37,9 @@ from .wgpu_device import family_source, shader_text
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
 __all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm_sum",
-           "UnsupportedOnGpu", "MAX_DIMS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of", "reduce_entry",
-           "reduced_axes_of", "index_bound_of", "ew_expr", "ew_function", "ew_params", "ew_attr_values", "ew_variant",
-           "ew_load", "elementwise_source"]
+           "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
+           "reduce_entry", "reduced_axes_of", "index_bound_of", "ew_expr", "ew_function", "ew_params", "ew_attr_values",
+           "ew_variant", "ew_load", "elementwise_source"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -523,13 +523,13 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
     ldb = ldb if ldb is not None else (k if tb else n)
     # The vec4 kernel needs tile-multiple sizes: if the preferred tile misses, a smaller one may fit.
     # A grid of few workgroups leaves most of a large GPU idle (an H100 has 132 multiprocessors), so
-    # a smaller tile is also taken when the preferred one gives fewer than _MIN_GROUPS of them.
+    # a smaller tile is also taken when the preferred one gives fewer than MIN_GROUPS of them.
     def count(c: Tile) -> int:
         return math.ceil(n / c.bn) * math.ceil(m / c.bm) * nb
 
     fits = [c for c in (tile, *FALLBACK_TILES) if m % c.bm == 0 and n % c.bn == 0 and k % c.bk == 0]
     if fits:
-        tile = next((c for c in fits if count(c) >= _MIN_GROUPS), max(fits, key=count))
+        tile = next((c for c in fits if count(c) >= MIN_GROUPS), max(fits, key=count))
     aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
     words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc,
@@ -546,7 +546,7 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
 
 #: fewer workgroups than this and ``_gemm`` looks for a smaller tile (bench/gemm_shapes.py on an H100:
 #: the LM head's (4096, 512) @ (512, 256) ran at 17.5 TFLOP/s in 64 tiles of 128 x 128, 26 in 128 of 128 x 64)
-_MIN_GROUPS = 128
+MIN_GROUPS = 128
 
 
 def _split_k(k: int, tiles: int, target: int = 256) -> int:

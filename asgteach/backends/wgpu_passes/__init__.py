@@ -45,11 +45,26 @@ from . import (chains, epilogue, free_reshapes, layer_norm_dx, out_views, partia
                weight_gemm, wide_elementwise)
 from .rewrites import Fusion, Rewriting
 
-__all__ = ["PASSES", "PassRecord", "PassList", "Fusion", "Rewriting", "rewrite", "lower_optimised"]
+__all__ = ["PASSES", "NAMES", "PassRecord", "PassList", "Fusion", "Rewriting", "rewrite", "select", "lower_optimised"]
 
 #: the passes over the kernel list, in the order they run (each module: ``NAME``, ``run(ctx) -> str``)
 PASSES: tuple[ModuleType, ...] = (layer_norm_dx, free_reshapes, weight_gemm, out_views, transposes, epilogue,
                                   chains, products, wide_elementwise)
+
+
+#: every pass's name, in order: those of PASSES, then partial_sums (it runs on the lowered kernels)
+NAMES: tuple[str, ...] = (*(p.NAME for p in PASSES), partial_sums.NAME)
+
+
+def select(names: Any = None) -> tuple[str, ...]:
+    """The passes named (any order; None: all of them), in the order they run. A test runs one alone this way."""
+    if names is None:
+        return NAMES
+    names = {names} if isinstance(names, str) else set(names)
+    unknown = names - set(NAMES)
+    if unknown:
+        raise ValueError(f"no GPU pass named {sorted(unknown)}; the passes are {', '.join(NAMES)}")
+    return tuple(n for n in NAMES if n in names)
 
 
 @dataclass(frozen=True)
@@ -133,21 +148,24 @@ def _make(ctx: Rewriting, tile: Tile, prefetch: Any) -> tuple[KernelList, dict[i
 
 
 def lower_optimised(graph: Graph, outputs: list[int], node_ids: list[int], tile: Tile, max_storage_buffers: int,
-                    uniform_align: int, prefetch: Any = None) -> plan_cache.Lowered:
+                    uniform_align: int, prefetch: Any = None, names: tuple[str, ...] = NAMES) -> plan_cache.Lowered:
     """The optimised plan's pure part: passes, kernels, ``partial_sums``, then the memory plan (``wgpu_memory``).
 
     ``prefetch(key, source, entry)`` is told each kernel as soon as it is known (``Gpu.prefetch``: the
-    driver compiles it on another thread while this one lowers the rest).
+    driver compiles it on another thread while this one lowers the rest). ``names``: the passes that run
+    (:func:`select`); the others are left out.
     """
     compute = [graph.nodes[i] for i in node_ids if not spec(graph.nodes[i].op).leaf]
-    ctx, records = rewrite(graph, compute, outputs, max_storage_buffers)
+    ctx, records = rewrite(graph, compute, outputs, max_storage_buffers, tuple(p for p in PASSES if p.NAME in names))
     kernels, chain_at = _make(ctx, tile, prefetch)
-    before = len(kernels.dispatches)
-    kernels.dispatches, chain_at, partials = partial_sums.apply(
-        graph, ctx.f, kernels.dispatches, chain_at, outputs, kernels.reads, kernels.sources)
-    records.append(PassRecord(partial_sums.NAME, before, len(kernels.dispatches),
-                              f"{sum(len(v) for v in partials.values())} split sum(s) added up by the chain reading "
-                              f"them (their last stage does not run)", "dispatches"))
+    partials: dict[int, dict] = {}
+    if partial_sums.NAME in names:
+        before = len(kernels.dispatches)
+        kernels.dispatches, chain_at, partials = partial_sums.apply(
+            graph, ctx.f, kernels.dispatches, chain_at, outputs, kernels.reads, kernels.sources)
+        records.append(PassRecord(partial_sums.NAME, before, len(kernels.dispatches),
+                                  f"{sum(len(v) for v in partials.values())} split sum(s) added up by the chain "
+                                  f"reading them (their last stage does not run)", "dispatches"))
     kernels.unbound = {s for stages in partials.values() for s in stages}   # sums whose value no kernel writes
     for d in kernels.dispatches if prefetch is not None else ():
         if d.key[0] == "fused" or d.entry == "sum_t":

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ...graph import Node
 from ...ops.registry import spec
-from .rewrites import Rewriting
+from .rewrites import Rewriting, matmul_kernel
 
 NAME = "epilogue"
 
@@ -31,7 +31,8 @@ def epilogue_of(ctx: Rewriting, m: Node) -> tuple[dict[str, int], list[int]] | N
     optional ``* s`` (``scale``), then up to two adds of a (N,) vector (``row``), a value of m's shape (``full``)
     or a (M, N) matrix broadcast over the batch (``mat``), at most one of each; None otherwise."""
     g, f, outs, readers = ctx.graph, ctx.f, ctx.outs, ctx.readers
-    if m.op != "matmul" or m.id not in f.operands or m.id in f.out_views or m.id in outs or m.dtype != "float":
+    if m.op != "matmul" or m.id not in ctx.kernels or m.id in f.out_views or m.id in outs or m.dtype != "float" \
+            or any(len(g.nodes[i].shape) < 2 for i in m.inputs):
         return None
     found: dict[str, int] = {}
     adds: list[int] = []
@@ -104,6 +105,7 @@ def run(ctx: Rewriting) -> str:
         if found is None:
             continue
         parts, adds = found
+        ctx.kernels[n.id] = matmul_kernel   # (the transposes pass gave it this kernel already, when it ran)
         for kind, table in (("row", f.bias), ("full", f.resid), ("mat", f.mat), ("scale", f.scale)):
             if kind in parts:
                 table[n.id] = parts[kind]
