@@ -129,9 +129,10 @@ def _load_node(g: Graph, position: int, rec: Any, ops: Any) -> None:
     meta = rec.get("meta", {})
     if not isinstance(meta, dict):
         raise bad(f"meta must be a JSON object, got {_brief(meta)}")
-    # A backward rule's shortcut mark ("this node equals layer_norm_dx(g, x, w)") is the rule's own promise,
-    # which a GPU plan acts on instead of running the rule's nodes. A file cannot prove it: an edited mark
-    # would make the GPU compute something else than numpy. So a loaded graph runs its rules node by node.
+    # An old file may hold a backward rule's shortcut mark ("this node equals layer_norm_dx(g, x, w)"), which
+    # GPU plans once ran instead of the rule's nodes. A file cannot prove such a promise (an edited mark made the
+    # GPU compute another gradient than numpy), and rules write none now (the GPU pass layer_norm_dx recognises
+    # the rule's nodes themselves), so it is not loaded.
     meta = {k: v for k, v in meta.items() if k != "shortcut"}
     shape = _checked_shape(rec["shape"], bad)
     inputs = rec["inputs"]
