@@ -159,8 +159,8 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             "        return ((g_of(p + 1e-6, q) - g_of(p - 1e-6, q)) / 2e-6,\n"
             "                (g_of(p, q + 1e-6) - g_of(p, q - 1e-6)) / 2e-6)\n\n"
             "    dg_dp, dg_dq = chain_rule_grads(P, Q)\n", "finite differences give"),
-        3: ("with exercise(3):\n    bug_op = 'mul'\n    fanout_nodes = [b.node_id, c_t.node_id]\n    c_lost = 1.0\n",
-            "is not the answer"),
+        3: ("with exercise(3):\n    bug_op = None\n    def fanout_nodes(graph):\n        return [1, 2]   # section 5's printout\n"
+            "    def c_lost(A, B):\n        return -1.5     # B, typed in\n", "fanout_nodes(<graph"),
     },
     "04-broadcasting": {
         2: ("with exercise(2):\n    (culprit,) = report.culprits      # section 4's printed culprit\n"
