@@ -276,11 +276,6 @@ PRIVATE_READS_ALLOWED: dict[str, int] = {
     "test_lesson_scratch.py": 1,            # _Scalar
     "test_lessons_checks.py": 11,           # _div_vjp_without_sum, _fusible_values, _fusion_chains, _last_use, _no_r...
     "test_lessons_suspects.py": 5,          # _TRUTH
-    "test_wgpu_batch.py": 2,                # 0 in the working tree, not committed yet; _launch_commands
-    "test_wgpu_compile_cache.py": 8,        # 0 in the working tree, not committed yet; _encoded, _in_place, _lowered
-    "test_wgpu_fused.py": 3,                # 0 in the working tree, not committed yet; _in_place
-    "test_wgpu_matmul_tiles.py": 2,         # 0 in the working tree, not committed yet; _MIN_GROUPS
-    "test_wgpu_plan.py": 1,                 # 0 in the working tree, not committed yet; _warned_f64
 }
 
 
