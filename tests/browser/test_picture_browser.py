@@ -1,0 +1,130 @@
+"""A lesson opened before anything runs (untrusted) shows every graph as its picture (issue 24, item 3).
+
+What every student sees first: a lesson with its committed outputs, not yet run, in a notebook
+JupyterLab does not trust (no signature). JupyterLab then shows only *safe* output types, the
+first in its order: sanitized HTML, then the PNG; never an SVG, never a widget. Before this issue
+the output carried HTML holding an SVG, which the sanitizer cut down to a garbled run of label
+text plus a false note that "the Jupyter widgets extension is not enabled".
+
+Two notebooks, both made from copies of real lessons executed in a temporary folder (the
+committed lessons are left alone):
+
+* **committed style**: executed as ``scripts/run-notebooks`` does (nbconvert, no widget state):
+  each graph output is its picture (PNG + SVG);
+* **saved from a live session**: executed with ``ASGTEACH_VIEW=widget``, so each output is what a
+  student's saved notebook holds: the widget view with the picture beside it.
+
+Both are opened untrusted and unrun in a real JupyterLab (Debian Chromium). Every graph output must
+be one PNG image at its own size (labels stay >= 11 px), with no text of its own in the output,
+and the page must hold none of the old failure texts. Screenshots of each picture land in
+test-artifacts/browser/picture-*.png (look at them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .harness import JupyterLab, Lab, browser
+
+pytestmark = pytest.mark.slow  # a real JupyterLab and Chromium (./scripts/test runs it; the inner loop skips it)
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSONS = ("03-chain-rule-and-reverse-mode.ipynb", "09-attention-and-a-transformer-block.ipynb")
+WIDGET = "application/vnd.jupyter.widget-view+json"
+#: texts that mean the picture did not come through: the old notes and widget errors (anywhere on the page),
+#: and what the sanitizer left of the old SVG (in an output)
+STRAY = ("extension is not enabled", "Error displaying widget", "Failed to load model class", "model not found",
+         "static view")
+GARBLED = ("#0 input", "→ (", "∂L/∂", "run this cell")
+
+
+def _execute(src: Path, dest: Path, view: str | None) -> int:
+    """Execute a copy of lesson ``src`` into ``dest`` as nbconvert does; the number of graph outputs it holds."""
+    shutil.copy(src, dest)
+    env = {**os.environ, "ASGTEACH_NO_PROGRESS": "1"}
+    if view:
+        env["ASGTEACH_VIEW"] = view
+    jupyter = Path(sys.executable).with_name("jupyter")
+    proc = subprocess.run([str(jupyter), "nbconvert", "--to", "notebook", "--execute", "--inplace",
+                           "--ExecutePreprocessor.store_widget_state=False", dest.name], cwd=dest.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    nb = json.loads(dest.read_text(encoding="utf-8"))
+    outs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+            if "image/png" in o.get("data", {}) and "asg-picture" in "".join(o["data"].get("image/svg+xml", ""))]
+    assert all((WIDGET in o["data"]) is (view == "widget") for o in outs)
+    return len(outs)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lessons")
+    expected = {}
+    for name in LESSONS:
+        for style, view in (("committed", None), ("saved", "widget")):
+            dest = root / f"{style}-{name}"
+            expected[dest.name] = _execute(ROOT / "lessons" / name, dest, view)
+            assert expected[dest.name] >= 1, f"{name} shows no graph any more: pick another lesson"
+    # a data folder of its own: no notebook signature from anywhere, so every notebook opens untrusted
+    saved = os.environ.get("JUPYTER_DATA_DIR")
+    os.environ["JUPYTER_DATA_DIR"] = str(tmp_path_factory.mktemp("jupyter-data"))
+    try:
+        with JupyterLab(root=root) as server, browser(1400, 1000) as page:
+            yield Lab(page, server), expected
+    finally:
+        if saved is None:
+            os.environ.pop("JUPYTER_DATA_DIR", None)
+        else:
+            os.environ["JUPYTER_DATA_DIR"] = saved
+
+
+#: every output area of the notebook: its mime type and, for pictures, the image's sizes
+_OUTPUTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')].map(o => {
+  const img = o.querySelector('img');
+  return {mime: o.getAttribute('data-mime-type') || '', text: o.innerText.trim(),
+          alt: img ? img.alt : null, natural: img ? img.naturalWidth : 0, shown: img ? img.clientWidth : 0,
+          height: img ? img.clientHeight : 0};
+})"""
+
+
+@pytest.mark.parametrize("style", ["committed", "saved"])
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_every_graph_shows_as_its_picture_untrusted_and_unrun(lab, lesson: str, style: str) -> None:
+    ui, expected = lab
+    name = f"{style}-{lesson}"
+    ui.open(name)
+    page = ui.page
+    page.wait_for_function("(n) => document.querySelectorAll('.jp-Notebook .jp-RenderedImage img').length >= n",
+                           arg=expected[name], timeout=ui.timeout)
+    page.wait_for_function("() => [...document.querySelectorAll('.jp-Notebook .jp-RenderedImage img')]"
+                           ".every(i => i.complete && i.naturalWidth > 0)", timeout=ui.timeout)
+    outputs = page.evaluate(_OUTPUTS)
+    pictures = [o for o in outputs if o["mime"] == "image/png" and o["natural"] > 0]
+    graphs = [o for o in pictures if o["natural"] >= 500]   # a graph's picture is at least the legend's width
+    assert len(graphs) == expected[name], ui.fail(f"{name}: {len(graphs)} pictures for {expected[name]} graphs:"
+                                                  f" {outputs}")
+    assert not [o for o in outputs if o["mime"] in ("image/svg+xml", "text/html", WIDGET)], \
+        ui.fail(f"{name}: an untrusted notebook showed an unsafe type: {outputs}")
+    for o in graphs:
+        assert o["text"] == "", ui.fail(f"{name}: text inside a picture's output: {o['text'][:200]!r}")
+        # at its own size, or shrunk no further than 11 px labels from 12 px (a narrow window shrinks images)
+        assert o["shown"] >= o["natural"] * 11 / 12, ui.fail(f"{name}: the picture is shrunk: {o}")
+    body = page.inner_text(".jp-Notebook")
+    assert not [s for s in STRAY if s in body], ui.fail(f"{name}: stray text {[s for s in STRAY if s in body]}")
+    garbled = [o["text"][:120] for o in outputs if not o["mime"].startswith("application/vnd.jupyter.std")
+               and any(g in o["text"] for g in GARBLED)]   # (a lesson's own prints may name nodes)
+    assert not garbled, ui.fail(f"{name}: label text outside a picture: {garbled}")
+    imgs = page.query_selector_all(".jp-Notebook .jp-RenderedImage img")
+    big = [i for i in imgs if i.evaluate("i => i.naturalWidth") >= 500]
+    for k, img in enumerate(big):   # the picture, and its whole cell (what a student sees around it)
+        img.scroll_into_view_if_needed()
+        ui.screenshot(f"picture-{style}-{Path(lesson).stem}-{k}", element=img)
+        ui.screenshot(f"picture-cell-{style}-{Path(lesson).stem}-{k}", element=img.evaluate_handle(
+            "i => i.closest('.jp-Cell')").as_element())
