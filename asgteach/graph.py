@@ -43,9 +43,8 @@ __all__ = [
 
 #: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
 PHASES = ("forward", "backward")
-#: Element kinds a node can hold. The *precision* of "float" (float32 or float64) is
-#: chosen when the graph runs, from the feeds: the same graph runs in float32 for speed
-#: and in float64 for gradient checks.
+#: Element kinds a node can hold. The *precision* of "float" (float32 or float64) is chosen when the graph
+#: runs, from the feeds: the same graph runs in float32 for speed and in float64 for gradient checks.
 DTYPES = ("float", "int")
 
 
@@ -186,8 +185,9 @@ class Graph:
         return self.session.collect(self, keep)
 
     @contextmanager
-    def phase(self, phase: str, **meta: Any) -> Iterator[None]:
-        """Stamp every node created inside the block with ``phase`` (and ``meta``)."""
+    def phase(self, phase: str | None, **meta: Any) -> Iterator[None]:
+        """Stamp every node created inside the block with ``phase`` (None: the current one) and ``meta``."""
+        phase = self._phase if phase is None else phase
         if phase not in PHASES:
             raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
         old_phase, old_meta = self._phase, self._phase_meta

@@ -84,7 +84,7 @@ class Module:
             if isinstance(a, Tensor) and a.graph is not self.graph:
                 raise ValueError(f"{self.kind} '{self.name}' was created in another graph than its input")
         # nodes built by forward() remember their module (meta["module"]): graph views group them by layer
-        with self.graph.phase(self.graph._phase, module=self.name):
+        with self.graph.phase(None, module=self.name):
             return self.forward(*args, **kwargs)
 
     def __repr__(self) -> str:
@@ -118,11 +118,13 @@ def _fresh_name(graph: Graph, base: str) -> str:
     """``base``, or ``base_1``, ``base_2``...: the first one no layer of a bound name uses.
 
     Only names the graph still binds count, so a notebook cell that is re-run (its old
-    names unbound, see ``Graph.begin_cell``) gets the same automatic names again.
+    names unbound, see ``Session.begin_cell``) gets the same automatic names again.
     """
     taken: set[str] = set()
-    for i in graph._by_name.values():
-        layer = graph.nodes[i].meta.get("layer") or ""
+    for node in graph.nodes:
+        if node.op != "parameter" or graph.bound(node.name) is not node:
+            continue
+        layer = node.meta.get("layer") or ""
         parts = layer.split(".")
         taken.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))  # "mlp.0" takes "mlp" too
     k = 0
