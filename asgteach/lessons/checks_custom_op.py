@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .checks import check_array, without
+from . import rules
 from .exercises import ExerciseError
 
 __all__ = ["elu_check", "bce_check", "wgsl_standin"]
@@ -443,6 +444,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     inf/inf), the WGSL formula in float32 at |z| up to 300 (where exp(z) overflows float32).
     The library's softplus is switched off while the student's op runs.
     """
+    rules.enforce(getattr(op, "numpy", None), rules.rule_for("17-your-own-op", 2), "bce_numpy")
     name = "bce_logits"
     _registered(op, name, 2, "BCE")
     rng = np.random.default_rng(seed)

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .checks import check_array, without
+from . import rules
 from .exercises import ExerciseError
 
 __all__ = ["grad_norm_ratio_check", "predicted_factor_check", "clip_by_global_norm_check",
@@ -199,6 +200,7 @@ def _predicted(width: int, std: float, slope: float) -> float:
 def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float = 0.05) -> None:
     """``fn(width, std, slope)``: the predicted per-layer factor, within ``rtol`` of the factor measured on wide
     nets built here. The student's function runs with the library's matmul switched off (predict, don't measure)."""
+    rules.enforce(fn, rules.rule_for("14-deep-nets-vanishing-and-exploding", 2), "predicted_factor")
     if not callable(fn):
         raise ExerciseError(f"predicted_factor should be a function, got {type(fn).__name__}")
     this = sys.modules[__name__]
@@ -325,6 +327,7 @@ def _clip_hint(got: Sequence[np.ndarray], grads: Sequence[np.ndarray], max_norm:
 def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
     """``fn(grads, max_norm)`` -> (clipped list, pre-clip global norm), on fresh gradient lists and edge cases,
     with asgteach's own clipping switched off (and refused when the answer holds it under another name)."""
+    rules.enforce(fn, rules.rule_for("14-deep-nets-vanishing-and-exploding", 3), "clip_by_global_norm")
     from . import answer_keys as keys   # the references, loaded only when a check runs
     from ..nn import optim
 

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import rules
 from .exercises import ExerciseError
 
 __all__ = ["bfloat16_check", "scaler_check"]
@@ -199,6 +200,7 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
     Runs ``fn`` on fresh bit patterns of every kind and compares bit for bit; the message names the
     kind of value, the first wrong one with its bits, and a hint for that kind.
     """
+    rules.enforce(fn, rules.rule_for("16-precision-and-loss-scaling", 1), "to_bfloat16")
     from . import answer_keys as keys   # the references, loaded only when a check runs
     if not callable(fn):
         raise ExerciseError(f"to_bfloat16 should be a function, got {type(fn).__name__}")
@@ -240,6 +242,40 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
         raise ExerciseError(f"to_bfloat16 is wrong on a 3 x 4 array at {tuple(int(i) for i in k)}: x = "
                             f"{_show(int(x2.view(np.uint32)[k]))} should give {_show(int(want2[k]))}, got "
                             f"{_show(int(got2[k]))}. Does it work on arrays of any shape?")
+    _no_loop(fn, keys.bf16_bits, rng)
+
+
+#: how many times slower than the vectorised reference, timed in the same run, an answer may be (a numpy answer
+#: is 1-5x; a Python loop over the values, or np.vectorize/np.frompyfunc, is hundreds of times slower)
+LOOP_FACTOR = 40.0
+
+
+def _no_loop(fn: Callable[[np.ndarray], Any], reference: Callable[[np.ndarray], Any],
+             rng: np.random.Generator, n: int = 1 << 16) -> None:
+    """The text's "no Python loop": ``fn`` on n values against the vectorised reference on the same values.
+
+    Both are timed here, in the same run (best of 3; a slow first call of ``fn`` is timed twice more
+    before it fails, so one hiccup of the machine does not decide).
+    """
+    import time
+
+    x = rng.standard_normal(n).astype(np.float32)
+    u = x.view(np.uint32)
+
+    def timed(call: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        call()
+        return time.perf_counter() - start
+
+    ref = min(timed(lambda: reference(u)) for _ in range(3))
+    mine = timed(lambda: fn(x.copy()))
+    if mine > LOOP_FACTOR * ref and mine > 0.02:
+        mine = min(mine, *(timed(lambda: fn(x.copy())) for _ in range(2)))
+    if mine > LOOP_FACTOR * ref and mine > 0.02:
+        raise ExerciseError(f"to_bfloat16 took {mine:.3f} s on {n:,} values, {mine / ref:.0f} times the vectorised "
+                            f"rule timed just now ({ref * 1e3:.2f} ms): that is a Python loop over the values (or "
+                            "np.vectorize). The exercise asks for whole-array integer operations on x.view(np.uint32), "
+                            "no Python loop")
 
 
 # --- exercise 2: the dynamic loss scaler -----------------------------------------------------------------

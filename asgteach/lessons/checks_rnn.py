@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from .checks import check_array
+from . import rules
 from .exercises import ExerciseError
 
 __all__ = ["PARAM_NAMES", "random_rnn", "truncation_bias", "truncated_bptt_check", "gradient_horizon_check"]
@@ -158,6 +159,7 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
 
     W_hh is drawn at spectral radii from 0.5 (fast vanishing) to 2.5 (no vanishing: j is None there).
     """
+    rules.enforce(fn, rules.rule_for("18-rnn-and-backprop-through-time", 2), "gradient_horizon")
     from . import answer_keys as keys   # the references, loaded only when a check runs
     rng = np.random.default_rng()
     V, H, B, T = 9, 6, 3, 40

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from . import rules
 from .exercises import ExerciseError
 
 __all__ = ["topo_order_check", "dot_check", "pow_check"]
@@ -454,6 +455,7 @@ def topo_order_check(topo_order: Callable[[Any], Any], trials: int = 2) -> None:
     Then gradients: fresh random expressions of the check's own Value, ordered by ``topo_order`` and swept
     backwards, against at.grad and central differences.
     """
+    rules.enforce(topo_order, rules.rule_for("01b-autograd-from-scratch", 1), "topo_order")
     if not callable(topo_order):
         raise ExerciseError(f"topo_order should be a function, got {type(topo_order).__name__}")
     rng = _fresh()
@@ -588,6 +590,7 @@ def dot_check(dot: Callable[..., Any], Value: Any, trials: int = 2) -> None:
     other ops, dot inside tanh) built from the student's Value, swept by its backward(), against at.grad and
     central differences. asgteach must not be called while the student's code runs.
     """
+    rules.enforce(dot, rules.rule_for("01b-autograd-from-scratch", 2), "dot")
     if not callable(dot):
         raise ExerciseError(f"dot should be a function dot(ws, xs), got {type(dot).__name__}")
     rng = _fresh()
@@ -687,6 +690,7 @@ def pow_check(value_pow: Callable[..., Any], Value: Any, trials: int = 2) -> Non
     expressions (tanh(x**n) * y, (x*y)**n + x, x**n * x**m, (x**n + y*y)**m) swept by the student's
     backward(), against at.grad and central differences. asgteach must not be called while it runs.
     """
+    rules.enforce(value_pow, rules.rule_for("01b-autograd-from-scratch", 3), "value_pow")
     if not callable(value_pow):
         raise ExerciseError(f"value_pow should be a function value_pow(x, n), got {type(value_pow).__name__}")
     rng = _fresh()

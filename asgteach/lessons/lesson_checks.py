@@ -339,6 +339,7 @@ def softmax_jacobian_check(fn: Callable[[np.ndarray], Any]) -> None:
     library's autodiff and its softmax are switched off, so the numbers must come from the
     formula; to round-off, which a finite difference does not reach (the message says so).
     """
+    enforce(fn, rule_for("10-higher-order-and-forward-mode", 4), "softmax_jacobian")
     import asgteach as at
 
     from .. import autograd
@@ -396,6 +397,7 @@ def jvp_by_transposition_check(fn: Callable[..., Any], trials: int = 3) -> None:
     result at fresh x and t, feeding random values to any other input it reads (the
     cotangent u: J t must not depend on it).
     """
+    enforce(fn, rule_for("10-higher-order-and-forward-mode", 5), "jvp_by_transposition")
     import asgteach as at
 
     from .. import autograd

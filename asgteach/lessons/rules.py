@@ -84,24 +84,28 @@ RULES: dict[tuple[str, int], Rule] = {
     ("01b-autograd-from-scratch", 1): Rule(
         why="write the topological sort yourself, with an explicit stack (no recursion, no library)",
         imports=_STAND_INS, names=frozenset({"topo_order_recursive", "at", "asgteach"})),
-    ("01b-autograd-from-scratch", 2): Rule(why="plain Python: the exercise is the _backward closure",
+    ("01b-autograd-from-scratch", 2): Rule(why="plain Python: the exercise is the _backward closure, and an answer "
+                                               "that uses asgteach skips it",
                                            imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-    ("01b-autograd-from-scratch", 3): Rule(why="plain Python: the exercise is the power rule",
+    ("01b-autograd-from-scratch", 3): Rule(why="plain Python: the exercise is the power rule, and an answer that "
+                                               "uses asgteach skips it",
                                            imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
     ("03-chain-rule-and-reverse-mode", 1): Rule(
         why="numpy only: apply the chain rule node by node (no asgteach, no symbolic or complex-step derivative)",
         imports=_STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
     ("10-higher-order-and-forward-mode", 4): Rule(
-        why="the formula of section 6, with numpy only (no asgteach)",
+        why="the formula of section 6, with numpy only: asgteach's jvp, grad and softmax are the work which the "
+            "exercise asks you to write yourself",
         imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "jvp", "grad", "hvp"})),
     ("10-higher-order-and-forward-mode", 5): Rule(
-        why="build J t from reverse-mode sweeps (at.grad) only, without forward mode",
+        why="build J t from reverse-mode sweeps (at.grad) only: an answer that calls asgteach.jvp uses forward mode",
         imports=_STAND_INS, names=frozenset({"jvp"}), attrs=frozenset({"jvp"})),
     ("14-deep-nets-vanishing-and-exploding", 2): Rule(
         why="a formula in width, std and slope: no network, no measurement",
         imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "feeds_for", "train"})),
     ("14-deep-nets-vanishing-and-exploding", 3): Rule(
-        why="write the clipping with numpy (the library's clip_grad_norm is what you are rebuilding)",
+        why="write the clipping with numpy: a call into asgteach hands the work to asgteach's own clipping "
+            "(clip_grad_norm is what you are rebuilding)",
         imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}),
         attrs=frozenset({"clip_grad_norm", "clip_grad_norm_"})),
     ("16-precision-and-loss-scaling", 1): Rule(
