@@ -72,7 +72,7 @@ def run(ctx: Rewriting) -> str:
     absorbed = ctx.absorbed
     for n in ctx.compute:
         if n.op == "matmul" and n.id not in f.skip and len(g.nodes[n.inputs[0]].shape) >= 2 \
-                and len(g.nodes[n.inputs[1]].shape) >= 2:
+                and len(g.nodes[n.inputs[1]].shape) >= 2 and n.id not in f.shortcuts:
             ops = []
             for i in n.inputs:
                 v, through = view(ctx, i)
