@@ -1,7 +1,9 @@
-"""A GPT-style language-model training step through the PUBLIC API: asgteach on wgpu vs PyTorch CUDA eager.
+"""A GPT-style language-model training step through the PUBLIC API: asgteach on wgpu vs PyTorch CUDA eager
+and torch.compile.
 
     python bench/lm_step_gpu.py                      # both sizes of issue 17
     python bench/lm_step_gpu.py --sizes base --steps 30
+    python bench/lm_step_gpu.py --sizes base --seq 1024 --steps 10 --rounds 3   # a longer sequence
     python bench/lm_step_gpu.py --sizes base --profile   # where the GPU time goes, per op
 
 asgteach builds the model as a student would: ``nn.Embedding`` + ``nn.LearnedPositionalEmbedding``
@@ -12,14 +14,17 @@ shortcut. ``Trainer.train_step`` returns the loss as a float, so every step ends
 PyTorch runs the same-shaped model in eager mode: ``nn.Embedding``, a learned position table,
 ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu", dropout=0)`` x blocks with a
 causal mask, ``nn.LayerNorm``, ``nn.Linear``, cross-entropy, ``torch.optim.AdamW``; FP32, TF32 off,
-``loss.item()`` every step (the same sync as ours).
+``loss.item()`` every step (the same sync as ours). The same model also runs through
+``torch.compile(model)`` (default mode; the optimizer step stays eager), compiled once before timing.
 
-The two take turns: ``--rounds`` rounds of ``--steps`` steps each, asgteach then PyTorch, so a GPU
-clock or a neighbour's load that drifts over the run hits both alike. Printed per size: the median
-ms/step of both and the median of the rounds' ratios (asgteach / PyTorch: below 1 means faster),
+The three take turns: ``--rounds`` rounds of ``--steps`` steps each, asgteach, then PyTorch eager, then
+compiled, so a GPU clock or a neighbour's load that drifts over the run hits all alike. Printed per size:
+the median ms/step of each and the median of the rounds' ratios (asgteach / PyTorch: below 1 means faster),
 compile time (constructing the Trainer: backward graph, optimizer graph, plan and pipelines),
-a second Trainer on a fresh graph of the same shapes (what cached pipelines save), and the
-plan's dispatches, submits and host syncs per step.
+a second Trainer on a fresh graph of the same shapes (what cached pipelines save), the
+plan's dispatches, submits and host syncs per step, and memory: the bytes of the plan's buffers (all
+of a step's values, parameters and optimizer state: the plan allocates them once), the same for the
+plan compiled without the ``attention`` pass, and PyTorch's peak bytes allocated during one step.
 """
 
 from __future__ import annotations
@@ -78,15 +83,28 @@ def asgteach_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warm
         return tr.train_step({tokens: x, targets: y})   # returns the loss as a float: a host sync
 
     losses = [step(i) for i in range(max(warmup, 3))]
+    plan_bytes = tr.plan.bytes_owned + tr.plan.bytes_pooled
+    without = None   # the same step's plan without the attention pass (the (T, T) tensors as graph nodes)
+    try:
+        from asgteach.backends import wgpu_backend
+        from asgteach.backends.wgpu_passes import NAMES
+
+        other = wgpu_backend.compile(tr.plan.graph, list(tr.plan.outputs), passes=set(NAMES) - {"attention"})
+        without = other.bytes_owned + other.bytes_pooled
+        del other
+    except (ImportError, TypeError, ValueError):   # a tree without pass selection
+        pass
     last = getattr(tr.plan, "stats", {})           # the last run's counts
     stats = {"dispatches": last.get("dispatches", 0), "submits": last.get("submits", 0),
              "syncs": last.get("host_syncs", 0), "uploads": last.get("uploads", 0)}
     return step, {"compile_s": compile_s, "second_s": second_s, "open_s": open_s, "nodes": len(g.nodes),
-                  "losses": losses[:3], "stats": stats, "plan": tr.plan,
+                  "losses": losses[:3], "stats": stats, "plan": tr.plan, "bytes": plan_bytes, "bytes_without": without,
                   "device": at.describe().get("wgpu", {}).get("adapter", "?")}
 
 
-def torch_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warmup: int) -> tuple:
+def torch_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warmup: int, compiled: bool) -> tuple:
+    """PyTorch's step, eager, and (``compiled``) the same model through ``torch.compile`` (default mode),
+    compiled and warmed up here: (eager step, compiled step or None, facts)."""
     import torch
     from torch import nn
 
@@ -119,18 +137,39 @@ def torch_setup(cfg: dict, batches: list[tuple[np.ndarray, np.ndarray]], warmup:
     mask = nn.Transformer.generate_square_subsequent_mask(t, device=dev)
     data = [(torch.tensor(x, device=dev), torch.tensor(y, device=dev)) for x, y in batches]
 
-    def step(i: int) -> float:
-        x, y = data[i % len(data)]
-        opt.zero_grad(set_to_none=True)
-        logits = model(x, mask)
-        loss = nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), y.reshape(-1))
-        loss.backward()
-        opt.step()
-        return loss.item()                              # a host sync every step, as Trainer.train_step
+    def make_step(fn):
+        def step(i: int) -> float:
+            x, y = data[i % len(data)]
+            opt.zero_grad(set_to_none=True)
+            logits = fn(x, mask)
+            loss = nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), y.reshape(-1))
+            loss.backward()
+            opt.step()
+            return loss.item()                          # a host sync every step, as Trainer.train_step
+        return step
 
+    def peak(step) -> int:
+        """Bytes PyTorch had allocated at most during one step (parameters and optimizer state included)."""
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step(0)
+        torch.cuda.synchronize()
+        return int(torch.cuda.max_memory_allocated())
+
+    step = make_step(model)
     losses = [step(i) for i in range(max(warmup, 3))]
-    torch.cuda.synchronize()
-    return step, {"losses": losses[:3], "device": torch.cuda.get_device_name()}
+    facts = {"losses": losses[:3], "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+             "peak": peak(step)}
+    cstep = None
+    if compiled:
+        t0 = time.perf_counter()
+        cstep = make_step(torch.compile(model))
+        for i in range(max(warmup, 3)):
+            cstep(i)
+        torch.cuda.synchronize()
+        facts["compile_s"] = time.perf_counter() - t0
+        facts["peak_compiled"] = peak(cstep)
+    return step, cstep, facts
 
 
 def timed(step, steps: int) -> float:
@@ -144,32 +183,41 @@ def timed(step, steps: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="base,wide", help="comma-separated: " + ", ".join(SIZES))
+    ap.add_argument("--seq", type=int, default=None, help="sequence length (default: each size's own)")
     ap.add_argument("--steps", type=int, default=20, help="steps per timed round")
     ap.add_argument("--rounds", type=int, default=5, help="rounds, asgteach and PyTorch taking turns")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true", help="asgteach only (no CUDA peer)")
+    ap.add_argument("--no-compile", action="store_true", help="PyTorch eager only (no torch.compile column)")
     ap.add_argument("--profile", action="store_true", help="time every dispatch alone and list the slowest")
     args = ap.parse_args()
     rows = []
     for name in args.sizes.split(","):
-        cfg = SIZES[name]
+        cfg = dict(SIZES[name], **({"seq": args.seq} if args.seq else {}))
         rng = np.random.default_rng(0)
         batches = [(rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"])),
                     rng.integers(0, cfg["vocab"], (cfg["batch"], cfg["seq"]))) for _ in range(4)]
         step, ours = asgteach_setup(cfg, batches, args.warmup)
-        peer_step, peer = (None, None) if args.no_torch else torch_setup(cfg, batches, args.warmup)
-        # The two take turns, round after round, so a GPU clock or a neighbour's load that changes over
-        # the run hits both alike; the ratio reported is the median of the rounds' own ratios.
-        ms, peer_ms = [], []
+        peer_step, comp_step, peer = (None, None, None) if args.no_torch else \
+            torch_setup(cfg, batches, args.warmup, not args.no_compile)
+        # The three take turns, round after round, so a GPU clock or a neighbour's load that changes over
+        # the run hits all alike; each ratio reported is the median of the rounds' own ratios.
+        ms, peer_ms, comp_ms = [], [], []
         for _ in range(args.rounds):
             ms.append(timed(step, args.steps))
             if peer_step is not None:
                 peer_ms.append(timed(peer_step, args.steps))
+            if comp_step is not None:
+                comp_ms.append(timed(comp_step, args.steps))
         ours["ms"] = float(np.median(ms))
         if peer is not None:
             peer["ms"] = float(np.median(peer_ms))
             ratios = [a / b for a, b in zip(ms, peer_ms)]
             ours["ratio"], ours["ratios"] = float(np.median(ratios)), ratios
+        if comp_ms:
+            peer["ms_compiled"] = float(np.median(comp_ms))
+            cratios = [a / b for a, b in zip(ms, comp_ms)]
+            ours["cratio"], ours["cratios"] = float(np.median(cratios)), cratios
         if args.profile:   # GPU time per dispatch, summed per op (train_step_gpu's profiler)
             from train_step_gpu import profile as profile_plan  # bench/ is on sys.path when a script runs
 
@@ -182,20 +230,34 @@ def main() -> None:
               f"second Trainer {ours['second_s']:.2f} s; per step: "
               + ", ".join(f"{k} {v:g}" for k, v in sorted(s.items())))
         print(f"  first losses asgteach {np.round(ours['losses'], 4).tolist()}")
+        wo = ours["bytes_without"]
+        print(f"  memory: the plan's buffers {ours['bytes'] / 2**20:.1f} MiB"
+              + (f" (without the attention pass: {wo / 2**20:.1f} MiB)" if wo else ""))
         if peer:
             rounds = ", ".join(f"{v:.2f}" for v in peer_ms)
             print(f"  PyTorch eager ({peer['device']}): {peer['ms']:.2f} ms/step ({rounds}); "
                   f"first losses {np.round(peer['losses'], 4).tolist()}")
             print(f"  ratio asgteach / PyTorch per round: {', '.join(f'{r:.3f}' for r in ours['ratios'])}; "
-                  f"median {ours['ratio']:.3f}x")
-        rows.append((name, ours, peer))
-    print("\n| size | asgteach wgpu ms/step | PyTorch eager ms/step | ratio (median of rounds) | compile s "
-          "| second Trainer s |")
-    print("|---|---|---|---|---|---|")
-    for name, ours, peer in rows:
+                  f"median {ours['ratio']:.3f}x; PyTorch {peer['torch']}, peak {peer['peak'] / 2**20:.1f} MiB")
+            if "cratios" in ours:
+                print(f"  torch.compile: {peer['ms_compiled']:.2f} ms/step ({', '.join(f'{v:.2f}' for v in comp_ms)}); "
+                      f"compiled in {peer['compile_s']:.1f} s; peak {peer['peak_compiled'] / 2**20:.1f} MiB; "
+                      f"ratio asgteach / compiled per round: {', '.join(f'{r:.3f}' for r in ours['cratios'])}; "
+                      f"median {ours['cratio']:.3f}x")
+        rows.append((name, cfg, ours, peer))
+    print("\n| size (seq) | asgteach wgpu ms/step | PyTorch eager ms/step | torch.compile ms/step | vs eager | "
+          "vs compile | compile s | plan MiB (without attention pass) | PyTorch peak MiB eager / compiled |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, cfg, ours, peer in rows:
         pm = f"{peer['ms']:.2f}" if peer else "-"
+        cm = f"{peer['ms_compiled']:.2f}" if peer and "ms_compiled" in peer else "-"
         ratio = f"{ours['ratio']:.3f}x" if peer else "-"
-        print(f"| {name} | {ours['ms']:.2f} | {pm} | {ratio} | {ours['compile_s']:.2f} | {ours['second_s']:.2f} |")
+        cratio = f"{ours['cratio']:.3f}x" if "cratio" in ours else "-"
+        wo = f" ({ours['bytes_without'] / 2**20:.0f})" if ours["bytes_without"] else ""
+        tp = (f"{peer['peak'] / 2**20:.0f} / " + (f"{peer['peak_compiled'] / 2**20:.0f}" if "peak_compiled" in peer
+                                                  else "-")) if peer else "-"
+        print(f"| {name} ({cfg['seq']}) | {ours['ms']:.2f} | {pm} | {cm} | {ratio} | {cratio} | "
+              f"{ours['compile_s']:.2f} | {ours['bytes'] / 2**20:.0f}{wo} | {tp} |")
 
 
 if __name__ == "__main__":
