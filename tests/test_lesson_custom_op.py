@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, checks_custom_op
+from asgteach.lessons import ExerciseError, answer_keys, checks_custom_op
 from asgteach.lessons.checks_custom_op import bce_check, elu_check, wgsl_standin
 from asgteach.ops import GPU, REGISTRY, OpSpec, registered
 
@@ -93,10 +93,10 @@ def test_elu_registration_shape_rule_and_texts() -> None:
     _fails(elu_check, ELU, r"attributes should be \{'alpha': 1.0\}", attrs={"beta": 1.0})
     _fails(elu_check, ELU, "has no Russian", explain={"en": _TEXT["en"], "ru": _TEXT["en"]})
     _fails(elu_check, ELU, "'en' and 'ru'", explain={"en": _TEXT["en"]})
-    _fails(elu_check, ELU, "not LaTeX that matplotlib can draw",
+    _fails(elu_check, ELU, "not LaTeX the inspector can draw",
            explain={"en": {**_TEXT["en"], "formula": r"\frac{x"}, "ru": _TEXT["ru"]})
     _fails(elu_check, ELU, "never numpy arrays", vjp=lambda c, g: (np.ones(3),))
-    _fails(elu_check, ELU, "this check's own reference", numpy=checks_custom_op._elu)
+    _fails(elu_check, ELU, "this check's own reference", numpy=answer_keys.elu)
 
 
 def test_bce_at_extreme_logits() -> None:
@@ -160,3 +160,12 @@ def test_wgsl_standin() -> None:
         wgsl_standin("bitcast(x)", x=x)
     with pytest.raises(ValueError, match="uses Attribute"):
         wgsl_standin("x.y", x=x)
+
+
+def test_a_formula_in_katex_cases_is_drawable() -> None:
+    """The exercise's own piecewise formula, as KaTeX writes it (\\begin{cases}), passes the texts' check."""
+    cases = {**_TEXT["en"], "formula": r"y = \begin{cases} x & x > 0 \\ \alpha (e^x - 1) & x \leq 0 \end{cases}",
+             "vjp": r"\frac{\partial L}{\partial x} = \begin{cases} g & x > 0 \\ g \, \alpha e^x & \text{otherwise}"
+                    r"\end{cases}"}
+    with registered(OpSpec(**{**ELU, "explain": {"en": cases, "ru": _TEXT["ru"]}})) as op:
+        elu_check(op, seed=1)

@@ -17,7 +17,7 @@ import numpy as np
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
 
 __all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
-           "gradient_horizon", "PARAM_NAMES"]
+           "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid"]
 
 
 # --- lesson 16 ------------------------------------------------------------------------------------------
@@ -46,6 +46,25 @@ class ReferenceScaler:
             self.scale *= 2
             self.good_steps = 0
         return True
+
+
+# --- lesson 17: what the student's ops must compute ----------------------------------------------------
+
+def elu(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
+
+
+def elu_grad(x: np.ndarray, alpha: float) -> np.ndarray:
+    return np.where(x > 0, 1.0, alpha * np.exp(np.minimum(x, 0.0)))
+
+
+def bce_with_logits(z: np.ndarray, t: np.ndarray) -> np.ndarray:
+    return np.logaddexp(0.0, z) - z * t
+
+
+def sigmoid(z: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 # --- lesson 14 ------------------------------------------------------------------------------------------

@@ -43,25 +43,6 @@ _CYRILLIC = re.compile("[\u0400-\u04ff]")
 _GPU_RTOL, _GPU_ATOL = 2e-5, 2e-5
 
 
-# --- the references (what the student's op must compute) --------------------------------------------
-
-def _elu(x: np.ndarray, alpha: float) -> np.ndarray:
-    return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0.0)))
-
-
-def _elu_grad(x: np.ndarray, alpha: float) -> np.ndarray:
-    return np.where(x > 0, 1.0, alpha * np.exp(np.minimum(x, 0.0)))
-
-
-def _bce(z: np.ndarray, t: np.ndarray) -> np.ndarray:
-    return np.logaddexp(0.0, z) - z * t
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    e = np.exp(-np.abs(z))
-    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
 # --- small helpers ----------------------------------------------------------------------------------
 
 def _registered(op: Any, name: str, arity: int, what: str) -> Any:
@@ -74,7 +55,7 @@ def _registered(op: Any, name: str, arity: int, what: str) -> Any:
     if op.name != name:
         raise ExerciseError(f"{what} is called {op.name!r}; the exercise names it {name!r} (name={name!r})")
     for part in ("numpy", "vjp", "infer"):
-        if getattr(getattr(op, part), "__module__", None) == __name__:
+        if getattr(getattr(op, part), "__module__", None) in (__name__, __package__ + ".answer_keys"):
             raise ExerciseError(f"{what}.{part} is this check's own reference: the exercise is to write it")
     if REGISTRY.get(name) is not op:
         raise ExerciseError(f"the op registered as {name!r} is not {what}: run your whole answer cell, which "
@@ -275,6 +256,25 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
             raise _fail(str(e), hint) from None
 
 
+#: what KaTeX (the inspector's renderer) draws and matplotlib's mathtext does not, as mathtext writes it
+_KATEX_TO_MATHTEXT = [
+    (re.compile(r"\\begin\{(?:cases|dcases|rcases)\}"), r"\\{\\ "),
+    (re.compile(r"\\end\{(?:cases|dcases|rcases)\}"), ""),
+    (re.compile(r"\\(?:begin|end)\{(?:aligned|align\*?|gathered|split|array|matrix|[pbvBV]matrix)\}"
+                r"(?:\{[lcr|]*\})?"), ""),
+    (re.compile(r"\\\\"), r";\\ "), (re.compile(r"&"), r"\\ "),
+    (re.compile(r"\\(?:text|textrm|textit|operatorname\*?|mathop)\{"), r"\\mathrm{"),
+    (re.compile(r"\\[dt]frac\b"), r"\\frac"),
+]
+
+
+def _as_mathtext(tex: str) -> str:
+    """``tex`` with KaTeX's environments and text commands turned into what mathtext lays out (for the check only)."""
+    for pattern, repl in _KATEX_TO_MATHTEXT:
+        tex = pattern.sub(repl, tex)
+    return tex
+
+
 def _explain_record(op: Any, name: str, must_name: str = "") -> None:
     """Both languages, all six fields as non-empty text, Russian in the Russian one, drawable formulas."""
     from matplotlib.mathtext import MathTextParser
@@ -297,9 +297,11 @@ def _explain_record(op: Any, name: str, must_name: str = "") -> None:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    parser.parse(f"${fields[f]}$")
+                    parser.parse(f"${_as_mathtext(fields[f])}$")
             except Exception as e:  # noqa: BLE001 - LaTeX that does not draw is the finding
-                raise _fail(f"explain[{lang!r}][{f!r}] of {name} is not LaTeX that matplotlib can draw: "
+                raise _fail(f"explain[{lang!r}][{f!r}] of {name} is not LaTeX the inspector can draw (KaTeX's: the "
+                            "check lays it out with matplotlib's mathtext after turning \\begin{cases}, "
+                            "\\begin{aligned}, \\text, \\operatorname, \\dfrac and \\\\ into mathtext's): "
                             f"{_first_line(e, 200)}", "write it without the $...$ around it, e.g. "
                             r"'y = \frac{x}{1 + |x|}'; braces must pair up") from None
             if must_name and not re.search(rf"\\{must_name}\b|\b{must_name}\b|α", fields[f]):
@@ -350,6 +352,7 @@ def elu_check(op: Any, seed: int | None = None) -> None:
     is named as such); the explanation in both languages; the WGSL formula on the GPU at the two fresh
     alphas and 1.0 (a formula with the number written in fails), or the stand-in without one.
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     name = "elu"
     _registered(op, name, 1, "ELU")
     if op.category != "activation":
@@ -376,7 +379,7 @@ def elu_check(op: Any, seed: int | None = None) -> None:
         (x,), y = _build(name, [shape], alpha=a)
         got = _run(y, {x: X}, what=f"elu(x, alpha={a:.4g})")
         try:
-            check_array(got, _elu(X, a), name=f"elu(x, alpha={a:.4g})", where="your numpy kernel, at fresh points",
+            check_array(got, keys.elu(X, a), name=f"elu(x, alpha={a:.4g})", where="your numpy kernel, at fresh points",
                         rtol=1e-9, atol=1e-12)
             right_at.append(a)
         except ExerciseError as e:
@@ -419,7 +422,7 @@ def elu_check(op: Any, seed: int | None = None) -> None:
                     "number, whatever its alpha", "the kernel gets each number attribute by its own name: write "
                     "alpha in the formula, as the input is x")
     Xg = rng.standard_normal((3, int(rng.integers(3, 7)))) * 2.0
-    _gpu_or_standin(name, expr, [({"alpha": a}, {"x": Xg}) for a in alphas[1:] + alphas[:1]], _elu,
+    _gpu_or_standin(name, expr, [({"alpha": a}, {"x": Xg}) for a in alphas[1:] + alphas[:1]], keys.elu,
                     hint="WGSL's if-else for one value is select(if_false, if_true, condition); the attribute is "
                          "alpha, the input x, and float literals need a point (1.0)")
 
@@ -444,6 +447,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     inf/inf), the WGSL formula in float32 at |z| up to 300 (where exp(z) overflows float32).
     The library's softplus is switched off while the student's op runs.
     """
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     rules.enforce(getattr(op, "numpy", None), rules.rule_for("17-your-own-op", 2), "bce_numpy")
     name = "bce_logits"
     _registered(op, name, 2, "BCE")
@@ -460,7 +464,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
         for label, Z, T in [("moderate", Zm, Tm), ("extreme", Ze, Te)]:
             got = _run(y, {z: Z, t: T}, what=f"bce_logits at {label} logits")
             try:
-                check_array(got, _bce(Z, T), name="bce_logits(z, t)",
+                check_array(got, keys.bce_with_logits(Z, T), name="bce_logits(z, t)",
                             where=f"your numpy kernel in float64, at fresh {label} logits |z| up to "
                                   f"{np.abs(Z).max():.0f}", rtol=1e-9, atol=1e-12)
             except ExerciseError as e:
@@ -494,7 +498,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
         except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
             raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}") from None
         gz, gt = _run([dz, dt], {z: Ze, t: Te, w: W}, what="your vjp at extreme logits")
-        for label, got, want in [("d/dz", gz, W * (_sigmoid(Ze) - Te)), ("d/dt", gt, -W * Ze)]:
+        for label, got, want in [("d/dz", gz, W * (keys.sigmoid(Ze) - Te)), ("d/dt", gt, -W * Ze)]:
             try:
                 check_array(got, want, name=f"the gradient {label}", where="your vjp in float64, at fresh extreme "
                             f"logits |z| up to {np.abs(Ze).max():.0f}", rtol=1e-9, atol=1e-12)
@@ -510,7 +514,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
         shape_g = (2, int(rng.integers(3, 7)))
         cases = [({}, {"a": rng.standard_normal(shape_g) * 3.0, "b": rng.uniform(0, 1, shape_g)}),
                  ({}, {"a": _extreme(rng, shape_g, 90.0, 300.0), "b": rng.uniform(0, 1, shape_g)})]
-        _gpu_or_standin(name, expr, cases, _bce,
+        _gpu_or_standin(name, expr, cases, keys.bce_with_logits,
                         hint="in float32, exp(a) overflows above a = 88.7: the same stable formula as your numpy "
                              "kernel (max(a, 0.0), abs, exp of -|a| only); f_log1p(e) from "
                              "shaders/elementwise_math.wgsl is log(1 + e) that keeps a tiny e")
