@@ -18,6 +18,10 @@ Both are opened untrusted and unrun in a real JupyterLab (Debian Chromium). Ever
 be one PNG image at its own size (labels stay >= 11 px), with no text of its own in the output,
 and the page must hold none of the old failure texts. Screenshots of each picture land in
 test-artifacts/browser/picture-*.png (look at them).
+
+Then a notebook is RUN there, with ``XDG_RUNTIME_DIR`` unset as on a hub (issue 24, item 4): the
+clickable graph takes the picture's place, the GPU probe writes nothing into any cell, and
+``asgteach doctor`` run from the notebook names JupyterLab.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import JupyterLab, Lab, browser
+from .harness import JupyterLab, Lab, browser, write_notebook
 
 pytestmark = pytest.mark.slow  # a real JupyterLab and Chromium (./scripts/test runs it; the inner loop skips it)
 
@@ -72,18 +76,37 @@ def lab(tmp_path_factory):
             dest = root / f"{style}-{name}"
             expected[dest.name] = _execute(ROOT / "lessons" / name, dest, view)
             assert expected[dest.name] >= 1, f"{name} shows no graph any more: pick another lesson"
-    # a data folder of its own: no notebook signature from anywhere, so every notebook opens untrusted
-    saved = os.environ.get("JUPYTER_DATA_DIR")
+    write_notebook(root / "live.ipynb", LIVE)
+    # a data folder of its own: no notebook signature from anywhere, so every notebook opens untrusted;
+    # no XDG_RUNTIME_DIR, as on a hub or in a container (the kernels inherit the server's environment)
+    saved = {k: os.environ.get(k) for k in ("JUPYTER_DATA_DIR", "XDG_RUNTIME_DIR")}
     os.environ["JUPYTER_DATA_DIR"] = str(tmp_path_factory.mktemp("jupyter-data"))
+    os.environ.pop("XDG_RUNTIME_DIR", None)
+    # ipykernel forwards what C code writes to fd 2 into the cell, except under pytest (it sees
+    # PYTEST_CURRENT_TEST): the server and its kernels must not inherit it, or a stray line could not show
+    current = os.environ.pop("PYTEST_CURRENT_TEST", None)
     try:
         with JupyterLab(root=root) as server, browser(1400, 1000) as page:
+            if current is not None:
+                os.environ["PYTEST_CURRENT_TEST"] = current
             yield Lab(page, server), expected
     finally:
-        if saved is None:
-            os.environ.pop("JUPYTER_DATA_DIR", None)
-        else:
-            os.environ["JUPYTER_DATA_DIR"] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
+
+#: a notebook run in the browser: the GPU probe inside a cell (a view probes in a thread, whose stderr the
+#: kernel may send to any cell or none), a graph, the doctor
+LIVE = [
+    "import asgteach as at\nprint(at.backends.available())",
+    "with at.Graph():\n    x = at.input('x', (2, 3))\n    w = at.parameter('w', (3, 4))\n"
+    "    y = at.sum(at.tanh(x @ w))\n    at.grad(y, [x, w])\nat.show(y)",
+    "import subprocess, sys\nprint(subprocess.run([sys.executable, '-m', 'asgteach', 'doctor'], capture_output=True,"
+    " text=True).stdout)",
+]
 
 #: every output area of the notebook: its mime type and, for pictures, the image's sizes
 _OUTPUTS = """() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output')].map(o => {
@@ -128,3 +151,21 @@ def test_every_graph_shows_as_its_picture_untrusted_and_unrun(lab, lesson: str, 
         ui.screenshot(f"picture-{style}-{Path(lesson).stem}-{k}", element=img)
         ui.screenshot(f"picture-cell-{style}-{Path(lesson).stem}-{k}", element=img.evaluate_handle(
             "i => i.closest('.jp-Cell')").as_element())
+
+
+def test_a_run_draws_the_graph_the_gpu_probe_stays_quiet_and_the_doctor_sees_jupyterlab(lab) -> None:
+    ui, _ = lab
+    ui.open("live.ipynb")
+    ui.run_all()
+    ui.wait_idle_cells(len(LIVE))
+    ui.wait_graph(0)
+    outputs = ui.page.evaluate(_OUTPUTS)
+    stderr = [o["text"] for o in outputs if o["mime"] == "application/vnd.jupyter.stderr"]
+    assert not [t for t in stderr if "XDG" in t or "error:" in t], ui.fail(f"the GPU probe wrote into a cell: {stderr}")
+    assert not [o for o in outputs if o["mime"] == "image/png" and o["natural"] >= 500], \
+        ui.fail("the picture stayed beside the live graph")
+    doctor = next((o["text"] for o in outputs if "asgteach doctor" in o["text"]), "")
+    assert "front-end: JupyterLab" in doctor, ui.fail(f"the doctor's report: {doctor[:1500]}")
+    if "'wgpu'" in next((o["text"] for o in outputs if "numpy" in o["text"]), ""):
+        assert "GPU probe messages" in doctor, doctor[:2000]
+    ui.screenshot("picture-live-run")
