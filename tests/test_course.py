@@ -153,15 +153,6 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             '        v5 = at.input("v", (5,))\n        rows_scaled = at.constant(A5 * V5[:, None])\n'
             '    rows_value = A5 * V5[:, None]\n', "at fresh input values"),
     },
-    "03-chain-rule-and-reverse-mode": {
-        1: ("P, Q = 0.3, -2.0\nwith exercise(1):\n    def chain_rule_grads(p, q):\n"
-            "        g_of = lambda p, q: (p + q) * np.tanh(p)\n"
-            "        return ((g_of(p + 1e-6, q) - g_of(p - 1e-6, q)) / 2e-6,\n"
-            "                (g_of(p, q + 1e-6) - g_of(p, q - 1e-6)) / 2e-6)\n\n"
-            "    dg_dp, dg_dq = chain_rule_grads(P, Q)\n", "finite differences give"),
-        3: ("with exercise(3):\n    bug_op = None\n    def fanout_nodes(graph):\n        return [1, 2]   # section 5's printout\n"
-            "    def c_lost(A, B):\n        return -1.5     # B, typed in\n", "fanout_nodes(<graph"),
-    },
     "04-broadcasting": {
         2: ("with exercise(2):\n    (culprit,) = report.culprits      # section 4's printed culprit\n"
             "    culprit_id, culprit_input = culprit.node_id, culprit.input_index\n",
@@ -203,19 +194,6 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
         3: ("with exercise(3):\n    diagnosis = {1: 'correct', 2: 'mask after softmax', 3: 'no scale'}\n",
             "Test the verdict you gave"),
     },
-    "10-higher-order-and-forward-mode": {
-        2: ("with exercise(2):\n    def hessian_from_hvp(hv, x, v, x0):\n        return H_exact\n\n    H = H_exact\n",
-            "hessian_from_hvp("),
-        3: ("with exercise(3):\n    def jacobian_by_jvp(jt, a, t, a0):\n        return np.diag(deriv)\n\n"
-            "    J_forward = np.diag(deriv)\n", "jacobian_by_jvp("),
-        4: ("with exercise(4):\n    def softmax_jacobian(y):\n        with at.Graph():\n"
-            '            z_, t_ = at.input("z", np.shape(y)), at.input("t", np.shape(y))\n'
-            "            jt_ = at.jvp(at.softmax(z_), z_, t_)\n"
-            "        return np.stack([at.run(jt_, {z_: np.log(y), t_: e}) for e in np.eye(len(y))], axis=1)\n\n"
-            "    J_soft = J_formula\n", "which the exercise asks you to write yourself"),
-        5: ("with exercise(5):\n    def jvp_by_transposition(y, x, t):\n        return at.jvp(y, x, t)\n\n"
-            "    with gT:\n        jt_mine = jvp_by_transposition(yT, xT, tT)\n", "calls asgteach.jvp"),
-    },
     "11-backends": {
         1: ("from asgteach.backends.wgpu_kernels import broadcast_strides\n\nwith exercise(1):\n"
             "    my_broadcast_strides = broadcast_strides\n", "hands the work to the backend"),
@@ -248,6 +226,10 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
 }
 
 
+#: lesson -> honest students, each a submission of its own that must score full marks: [{exercise: answer cell}, ...]
+#: (tests/lazy/<lesson>.py's ``HONEST``: right answers in other styles than the reference's)
+HONEST: dict[str, list[dict[int, str]]] = {}
+
 #: lesson -> more lazy students, each a submission of its own: [{exercise: (answer cell, words)}, ...]
 #: (tests/lazy/<lesson>.py's ``MORE``: the attempts on the judge itself - switching a check off, reusing a
 #: reference, a closure or a default argument over one, a library stand-in, a forbidden import)
@@ -262,6 +244,7 @@ def _lazy_files() -> dict[str, dict[int, tuple[str, str]]]:
         exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
         found[path.stem] = namespace["LAZY"]
         MORE[path.stem] = namespace.get("MORE", [])
+        HONEST[path.stem] = namespace.get("HONEST", [])
     return found
 
 
@@ -302,6 +285,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         release = course / "release" / stem / f"{stem}.ipynb"
         source = _nb(course / "source" / stem / f"{stem}.ipynb")
         more = [(f"lazy{k + 2}", _lazy_notebook(source, answers, stem)) for k, answers in enumerate(MORE.get(stem, []))]
+        more += [(f"honest{k + 1}", _lazy_notebook(source, {n: (code, "") for n, code in answers.items()}, stem))
+                 for k, answers in enumerate(HONEST.get(stem, []))]
         for student, nb in [("untouched", _nb(release)), ("solved", source),
                             ("lazy", _lazy_notebook(source, LAZY[stem], stem)), *more]:
             folder = course / "submitted" / student / stem
@@ -361,6 +346,20 @@ def test_attempts_on_the_judge_score_zero_for_their_exercise(graded: dict, stem:
         for n, (_, words) in answers.items():
             errors = [o for o in outputs[f"exercise-{n}-check"] if o["output_type"] == "error"]
             assert errors and words in errors[0]["evalue"], f"{stem} {student} exercise {n}: {errors}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", [s for s in GRADED if HONEST.get(s)])
+def test_honest_answers_in_other_styles_score_full_marks(graded: dict, stem: str) -> None:
+    """Each honest student (tests/lazy's HONEST) gets the maximum: the judge accepts every right answer it was shown."""
+    course, scores = graded["course"], graded["scores"]
+    for k in range(len(HONEST[stem])):
+        student = f"honest{k + 1}"
+        score, max_score = scores[(stem, student)]
+        if score != max_score:
+            outputs = _cell_scores(course / "autograded" / student / stem / f"{stem}.ipynb")
+            errors = {g: o[0].get("evalue") for g, o in outputs.items() if o and o[0]["output_type"] == "error"}
+            pytest.fail(f"{stem} {student}: {score}/{max_score}: {errors}")
 
 
 def test_the_lazy_answers_are_not_the_solutions() -> None:

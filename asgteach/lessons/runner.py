@@ -20,7 +20,8 @@ graded check; ``other``, a cell the student added). The runner:
    ``check(N, graded=True)``, then compares the modules with the notes again (a change made
    *while the check ran* fails it), and writes one JSON line with the verdict; the parent waits
    and goes on with the next cells, so the answer keys a check loads never enter the process
-   that runs the later answers.
+   that runs the later answers (a check cell that defines a name a later cell reads runs once
+   more in the runner for that name, its verdict unused, and the keys are dropped after it).
 
 What the runner prints (the submission's output) goes to WORKDIR/output.log; the verdicts go to
 the judge on the runner's original stdout, one line per check: ``{"exercise", "passed", "message",
@@ -253,6 +254,32 @@ def _judge_here(n: int, source: str, ns: dict, notes: _Notes, protected: dict, s
     return {"exercise": n, "passed": message is None, "message": message or "", "output": output}
 
 
+def _defines_what_is_read(source: str, later: list[str]) -> bool:
+    """Does the cell ``source`` bind a name (outside functions) that one of the ``later`` cells mentions?"""
+    import ast
+    import re
+
+    try:
+        tree = ast.parse(_code(source))
+    except SyntaxError:
+        return False
+    bound: set[str] = set()
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        if not isinstance(node, ast.Lambda):
+            todo.extend(ast.iter_child_nodes(node))
+    text = "\n".join(later)
+    return any(re.search(rf"\b{re.escape(name)}\b", text) for name in bound)
+
+
 def _forget_keys() -> None:
     """Take the answer keys out of this process's module table (a check, or an instructor's cell, loaded them)."""
     for name in [m for m in sys.modules if m.endswith("answer_keys")]:
@@ -298,14 +325,15 @@ def main(argv: list[str] | None = None) -> int:
             verdict = _check_in_fork(n, source, ns, notes, protected, set_trusted, attempts,
                                      tampered.get(n, []) + [f"(refused: {r})" for r in refused.get(n, [])], workdir)
             os.write(channel, (json.dumps(verdict) + "\n").encode())
-            # and once more here, its verdict unused: a check cell may define names a later cell reads (07's X3).
-            # Then the answer keys it loaded leave this process, which goes on to run later answers
-            ns.update(protected)
-            set_trusted("check")
-            _run_cell(source, ns, f"<check {n}, for its definitions>")
-            set_trusted("trusted")
-            notes.restore()
-            _forget_keys()
+            # and once more here, its verdict unused, when it defines a name a later cell reads (07's X3). Then the
+            # answer keys it loaded leave this process, which goes on to run later answers
+            if _defines_what_is_read(source, [c["source"] for c in job["cells"][index + 1:]]):
+                ns.update(protected)
+                set_trusted("check")
+                _run_cell(source, ns, f"<check {n}, for its definitions>")
+                set_trusted("trusted")
+                notes.restore()
+                _forget_keys()
             continue
         before = set(sys.modules)
         if kind == "context":

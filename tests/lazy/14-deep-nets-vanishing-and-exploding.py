@@ -52,3 +52,38 @@ MORE = [
             "    sigmoid_ratio = 1.0\n", "may not"),
     },
 ]
+
+# honest answers in other styles than the reference: each list entry a submission that must score full marks
+_RATIO = ("\n    sigmoid_ratio = grad_norm_ratio(nets['sigmoid']['loss'], nets['sigmoid']['weights'],\n"
+          "                                    feeds_for(nets['sigmoid'], at.init.xavier_normal))\n")
+_CLIPPED = "\n    losses_clipped, norms_clipped = train(clip=clip_by_global_norm)\n"
+HONEST = [
+    {
+        1: ("with exercise(1):\n    def grad_norm_ratio(loss, weights, feeds):\n"
+            "        first, last = at.run(at.grad(loss, [weights[0], weights[-1]]), feeds)\n"
+            "        return float(np.sqrt((first ** 2).sum()) / np.sqrt((last ** 2).sum()))\n" + _RATIO),
+        2: ("import math\nwith exercise(2):\n    def predicted_factor(width, std, slope):\n"
+            "        return std * math.sqrt(width * (1 + slope * slope) / 2)\n\n"
+            "    relu_predicted = {name: predicted_factor(WIDTH, std, 0.0) for name, std in STDS.items()}\n"),
+        3: ("with exercise(3):\n    def clip_by_global_norm(grads, max_norm):\n"
+            "        flat = np.concatenate([np.ravel(g) for g in grads]) if grads else np.zeros(0)\n"
+            "        norm = float(np.linalg.norm(flat))\n        if norm <= max_norm:\n"
+            "            return [np.array(g, dtype=float) for g in grads], norm\n"
+            "        return [np.asarray(g) * (max_norm / norm) for g in grads], norm\n" + _CLIPPED),
+    },
+    {
+        1: ("with exercise(1):\n    def grad_norm_ratio(loss, weights, feeds):\n"
+            "        values = at.run(at.grad(loss, list(weights)), feeds)\n"
+            "        norms = [np.linalg.norm(np.ravel(g)) for g in values]\n        return norms[0] / norms[-1]\n"
+            + _RATIO),
+        2: ("with exercise(2):\n    def predicted_factor(width, std, slope):\n"
+            "        gain = (1.0 + slope ** 2) / 2.0     # the mean square slope of leaky_relu\n"
+            "        return float(np.sqrt(width * gain) * std)\n\n"
+            "    relu_predicted = {}\n    for name in INITS:\n"
+            "        relu_predicted[name] = predicted_factor(WIDTH, STDS[name], 0.0)\n"),
+        3: ("with exercise(3):\n    def clip_by_global_norm(grads, max_norm):\n        total = 0.0\n"
+            "        for g in grads:\n            total += float((np.asarray(g, dtype=float) ** 2).sum())\n"
+            "        norm = total ** 0.5\n        factor = min(1.0, max_norm / norm) if norm > 0 else 1.0\n"
+            "        return [np.asarray(g, dtype=float) * factor for g in grads], norm\n" + _CLIPPED),
+    },
+]

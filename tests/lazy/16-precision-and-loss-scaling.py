@@ -51,3 +51,43 @@ MORE = [
             "exercise 1"),
     },
 ]
+
+# honest answers in other styles than the reference: each list entry a submission that must score full marks
+_TRAIN = ("\n    run_dynamic = train(model16, DynamicScaler(2.0 ** 16, growth_interval=10))\n")
+HONEST = [
+    {   # round up when the dropped half is above 0x8000, or exactly 0x8000 with an odd kept part
+        1: ("with exercise(1):\n    def to_bfloat16(x):\n        x = np.asarray(x, dtype=np.float32)\n"
+            "        bits = x.view(np.uint32)\n        upper, lower = bits >> 16, bits & 0xFFFF\n"
+            "        up = (lower > 0x8000) | ((lower == 0x8000) & ((upper & 1) == 1))\n"
+            "        out = ((upper.astype(np.uint64) + up) << 16).astype(np.uint32)\n"
+            "        out = np.where(np.isnan(x), (bits & 0x80000000) | 0x7FC00000, out).astype(np.uint32)\n"
+            "        return out.view(np.float32)\n"),
+        2: ("with exercise(2):\n    class DynamicScaler:\n"
+            "        def __init__(self, init_scale=2.0 ** 16, growth_interval=100):\n"
+            "            self.scale = float(init_scale)\n            self.every = growth_interval\n"
+            "            self.streak = 0\n\n        def update(self, grads):\n"
+            "            if any(not np.all(np.isfinite(g)) for g in grads):\n"
+            "                self.scale = self.scale * 0.5\n                self.streak = 0\n"
+            "                return False\n"
+            "            self.streak += 1\n            if self.streak >= self.every:\n"
+            "                self.scale = self.scale * 2.0\n                self.streak = 0\n            return True\n"
+            + _TRAIN),
+    },
+    {   # a 64-bit sum with the bias 0x7FFF + the last kept bit; the scaler counts down
+        1: ("with exercise(1):\n    def to_bfloat16(x):\n"
+            "        u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)\n"
+            "        wide = u.astype(np.int64) + 0x7FFF + ((u >> 16) & 1).astype(np.int64)\n"
+            "        r = ((wide >> 16) << 16).astype(np.uint32)\n"
+            "        nan = np.uint32(0x7FC00000) | (u & np.uint32(0x80000000))\n"
+            "        return np.where(np.isnan(x), nan, r).view(np.float32)\n"),
+        2: ("with exercise(2):\n    class DynamicScaler:\n"
+            "        def __init__(self, init_scale=2.0 ** 16, growth_interval=100):\n"
+            "            self.scale, self.interval = init_scale, growth_interval\n"
+            "            self.left = growth_interval\n\n        def update(self, grads):\n"
+            "            finite = all(bool(np.isfinite(np.asarray(g)).all()) for g in grads)\n"
+            "            if finite:\n                self.left -= 1\n                if self.left == 0:\n"
+            "                    self.scale *= 2\n                    self.left = self.interval\n"
+            "            else:\n                self.scale /= 2\n                self.left = self.interval\n"
+            "            return finite\n" + _TRAIN),
+    },
+]
