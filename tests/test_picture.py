@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import re
 import struct
+import sys
 import time
 import xml.etree.ElementTree as ET
 
@@ -149,3 +150,23 @@ def _timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+def test_at_show_outside_a_notebook_returns_the_picture(capsys) -> None:
+    loss = _mlp()
+    pic = at.show(loss, static=True)
+    assert isinstance(pic, GraphPicture) and pic.svg.startswith("<svg") and pic.png[:4] == b"\x89PNG"
+    assert capsys.readouterr().err == "", "static=True is asked for: nothing to explain"
+    data = loss._repr_mimebundle_()   # what a Graph or Tensor ending a cell shows where no widget can be built
+    assert set(data) == {"image/png", "image/svg+xml", "text/plain"}
+
+
+def test_at_show_in_marimo_returns_the_view(monkeypatch) -> None:
+    """marimo draws anywidgets itself (the view's ``_display_``): at.show hands it the view, not a picture."""
+    import types
+
+    marimo = types.ModuleType("marimo")
+    marimo.running_in_notebook = lambda: True
+    monkeypatch.setitem(sys.modules, "marimo", marimo)
+    view = at.show(_mlp())
+    assert not isinstance(view, GraphPicture) and hasattr(view, "_display_")
