@@ -274,8 +274,11 @@ class _Drawing:
         opacity = float(st.get("opacity", 1.0))
         shape = Shape(points, fill=st.get("background-color", "#ffffff"), stroke=st.get("border-color", "#666666"),
                       width=bw, dash=_dash(bstyle, bw), opacity=opacity, double=bstyle == "double")
+        # a faded node (context: a forward value the backward graph reads) keeps a readable label: the widget
+        # fades both, but a picture is read from the back of the room and cannot be hovered
         text = Text(cx, cy, str(d.get("label", "")).split("\n"), _px(st.get("font-size"), self.font),
-                    colour=st.get("color", "#111111"), bold=st.get("font-weight") == "bold", opacity=opacity)
+                    colour=st.get("color", "#111111"), bold=st.get("font-weight") == "bold",
+                    opacity=max(opacity, 0.8))
         one_line = str(d.get("label", "")).replace("\n", " ")
         title = f"#{d['nid']} {d.get('op', '')} — {one_line}" if "nid" in d else one_line
         return Node(d["id"], title, [shape, text])
