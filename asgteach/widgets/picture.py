@@ -15,6 +15,10 @@ The picture is the widget's drawing, not a second one:
 * the same look, read from the widget's own stylesheet (:func:`.styles.cytoscape_style`): fill
   colours of the colour-blind-safe palette, node shapes, border styles, edge colours and dashes.
 
+A picture cannot be panned, zoomed or hovered, so it takes three liberties: a layer's name is left
+out where it would cover a node, an edge label slides along its edge (or just above or below it)
+to a spot free of nodes and other labels, and a faded context node keeps its label readable.
+
 Sizes are CSS pixels at 100 % zoom: node labels are 12 px (19 px in presentation mode) and edge
 labels 11 px, as in the widget, so the PNG is drawn at screen resolution and nothing in it is
 smaller than 11 px. The two painters (SVG by hand, PNG through matplotlib's Agg) live in
