@@ -4,6 +4,7 @@ and torch.compile.
     python bench/lm_step_gpu.py                      # both sizes of issue 17
     python bench/lm_step_gpu.py --sizes base --steps 30
     python bench/lm_step_gpu.py --sizes base --seq 1024 --steps 10 --rounds 3   # a longer sequence
+    python bench/lm_step_gpu.py --sizes base --attention fused   # the fused attention kernels at any size
     python bench/lm_step_gpu.py --sizes base --profile   # where the GPU time goes, per op
 
 asgteach builds the model as a student would: ``nn.Embedding`` + ``nn.LearnedPositionalEmbedding``
@@ -189,8 +190,17 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--no-torch", action="store_true", help="asgteach only (no CUDA peer)")
     ap.add_argument("--no-compile", action="store_true", help="PyTorch eager only (no torch.compile column)")
+    ap.add_argument("--attention", choices=("auto", "fused", "unfused"), default="auto",
+                    help="the attention pass: its own size rule (auto), or fused / unfused at every size")
     ap.add_argument("--profile", action="store_true", help="time every dispatch alone and list the slowest")
     args = ap.parse_args()
+    if args.attention != "auto":
+        try:
+            from asgteach.backends.wgpu_passes import attention
+        except ImportError:   # a tree without the pass: attention is never fused there
+            attention = None
+        if attention is not None:
+            attention.FUSE_FROM_BYTES = 0 if args.attention == "fused" else 2**62
     rows = []
     for name in args.sizes.split(","):
         cfg = dict(SIZES[name], **({"seq": args.seq} if args.seq else {}))
@@ -223,7 +233,7 @@ def main() -> None:
 
             profile_plan(ours["plan"])
         s = ours["stats"]
-        print(f"[{name}] {cfg}")
+        print(f"[{name}] {cfg} attention {args.attention}")
         print(f"  asgteach wgpu ({ours['device']}): {ours['ms']:.2f} ms/step (median of {args.rounds} rounds of "
               f"{args.steps}: {', '.join(f'{v:.2f}' for v in ms)}); graph {ours['nodes']} nodes; "
               f"opening the GPU {ours['open_s']:.2f} s (once per process), then compile {ours['compile_s']:.2f} s, "

@@ -7,9 +7,9 @@
 // P_ij = exp(s_ij - m_i) / l_i is recomputed from the scores and the forward's row stats, tile
 // by tile, so nothing of size (T, T) is ever stored.
 //
-// Two entries, launched one after the other:
+// Three entries, launched one after the other:
 // * attention_dq: a thread per query row (as the forward), keys in tiles; it also writes D_i.
-// * attention_dkv: a thread per key row, queries (with their dO rows, stats and D) in tiles.
+// * attention_dk, attention_dv: a thread per key row, queries (with their dO rows, stats and D) in tiles.
 // Every sum is over one thread's own loop: no atomics, and the same result on every run.
 //
 // Bindings: 1 Q  2 K  3 V  4 key bias (BIAS)  5 O  6 stats (m, 1/l)  7 dO  8 D  9 dQ  10 dK  11 dV
@@ -191,9 +191,10 @@ fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
-@compute @workgroup_size(64)
-fn attention_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-                 @builtin(local_invocation_index) li: u32) {
+// dK or dV of ROWS key rows (one thread each), queries in tiles. Both need the scores (k . q_i); dK also
+// needs dP (v . dO_i). The two run as separate launches so that a thread holds only what its own
+// gradient needs (k, v and dk; or k and dv): registers, not memory.
+fn dkv(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_dk: bool) {
     let g = group_index(wid, nwg);
     let nb = pu(3u);
     if (g >= nb * pu(2u)) { return; }
@@ -209,13 +210,11 @@ fn attention_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if (BIAS) { bias = bias_at(head(40u, bh) + tj * pu(42u)); }
     var k: array<vec4<f32>, {{D4}}>;
     var v: array<vec4<f32>, {{D4}}>;
-    var dk: array<vec4<f32>, {{D4}}>;
-    var dv: array<vec4<f32>, {{D4}}>;
+    var acc: array<vec4<f32>, {{D4}}>;
     for (var c = 0u; c < D4; c++) {
         k[c] = ld_k(head(12u, bh), tj, c);
-        v[c] = ld_v(head(16u, bh), tj, c);
-        dk[c] = vec4<f32>(0.0);
-        dv[c] = vec4<f32>(0.0);
+        if (want_dk) { v[c] = ld_v(head(16u, bh), tj, c); }
+        acc[c] = vec4<f32>(0.0);
     }
     var q0 = 0u;
     if (SKIP) { q0 = (j0 / TILE) * TILE; }   // queries before the block's first key see none of its keys
@@ -243,24 +242,32 @@ fn attention_dkv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         let n = min(TILE, T - q0);
         for (var r = 0u; r < n; r++) {
             var sa = vec4<f32>(0.0);
-            var pa = vec4<f32>(0.0);
-            for (var c = 0u; c < D4; c++) {
-                sa = fma(at[r * D4 + c], k[c], sa);
-                pa = fma(bt[r * D4 + c], v[c], pa);
-            }
+            for (var c = 0u; c < D4; c++) { sa = fma(at[r * D4 + c], k[c], sa); }
             let st = mt[r];
             let p = exp(masked(hsum4(sa) * scale, q0 + r, tj, bias) - st.x) * st.y;
-            let ds = p * (hsum4(pa) - ct[r]);
-            for (var c = 0u; c < D4; c++) {
-                dv[c] = fma(vec4<f32>(p), bt[r * D4 + c], dv[c]);
-                dk[c] = fma(vec4<f32>(ds), at[r * D4 + c], dk[c]);
+            if (want_dk) {
+                var pa = vec4<f32>(0.0);
+                for (var c = 0u; c < D4; c++) { pa = fma(bt[r * D4 + c], v[c], pa); }
+                let ds = vec4<f32>(p * (hsum4(pa) - ct[r]));
+                for (var c = 0u; c < D4; c++) { acc[c] = fma(ds, at[r * D4 + c], acc[c]); }
+            } else {
+                for (var c = 0u; c < D4; c++) { acc[c] = fma(vec4<f32>(p), bt[r * D4 + c], acc[c]); }
             }
         }
     }
     if (j < T) {
-        for (var c = 0u; c < D4; c++) {
-            st_dk(head(32u, bh), j, c, dk[c] * scale);
-            st_dv(head(36u, bh), j, c, dv[c]);
+        if (want_dk) {
+            for (var c = 0u; c < D4; c++) { st_dk(head(32u, bh), j, c, acc[c] * scale); }
+        } else {
+            for (var c = 0u; c < D4; c++) { st_dv(head(36u, bh), j, c, acc[c]); }
         }
     }
 }
+
+@compute @workgroup_size(64)
+fn attention_dk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) li: u32) { dkv(wid, nwg, li, true); }
+
+@compute @workgroup_size(64)
+fn attention_dv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) li: u32) { dkv(wid, nwg, li, false); }

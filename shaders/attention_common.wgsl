@@ -46,5 +46,9 @@ fn neg_inf() -> f32 { return -bitcast<f32>(0x7f800000u); }   // a running max be
 
 fn hsum4(v: vec4<f32>) -> f32 { return (v.x + v.y) + (v.z + v.w); }
 
+// a dot product kept as four partial vec4 sums (acc[c % 4]): four chains of FMAs that do not wait for
+// each other, instead of one chain of D4; this adds them up
+fn sum16(a: array<vec4<f32>, 4>) -> f32 { return hsum4((a[0] + a[1]) + (a[2] + a[3])); }
+
 // numpy's softmax of a row holding NaN or +inf is NaN: such a score poisons its row
 fn poisons(s: f32) -> bool { return is_nan(s) || (not_finite(s) && s > 0.0); }

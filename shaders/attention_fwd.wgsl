@@ -115,11 +115,11 @@ fn attention_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
         workgroupBarrier();
         let n = min(TILE, T - k0);
         for (var r = 0u; r < n; r++) {
-            var acc = vec4<f32>(0.0);
-            for (var c = 0u; c < D4; c++) { acc = fma(q[c], kt[r * D4 + c], acc); }
+            var acc = array<vec4<f32>, 4>();   // four partial sums: four independent chains
+            for (var c = 0u; c < D4; c++) { acc[c % 4u] = fma(q[c], kt[r * D4 + c], acc[c % 4u]); }
             var bias = 0.0;
             if (BIAS) { bias = bt[r]; }
-            let s = masked(hsum4(acc) * scale, ti, k0 + r, bias);
+            let s = masked(sum16(acc) * scale, ti, k0 + r, bias);
             bad = bad || poisons(s);
             if (s > m) {
                 let a = exp(m - s);

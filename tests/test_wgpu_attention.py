@@ -6,7 +6,8 @@ store a (T, T) tensor (shaders/attention_fwd.wgsl, attention_bwd.wgsl). Checked 
 numpy and against the plan without the pass, with the causal mask, a key padding mask,
 sequences that are not a multiple of the kernels' row blocks and tiles, several heads and
 batches, a head size that is not a multiple of 4; and near-misses that must be left alone.
-Sizes stay small: this runs on lavapipe (a CPU).
+Sizes stay small: this runs on lavapipe (a CPU). By default the pass fuses only attentions whose
+scores are large (``attention.FUSE_FROM_BYTES``); here it is set to 0 so that small ones are fused.
 """
 
 from __future__ import annotations
@@ -15,16 +16,26 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.backends import wgpu_backend
-from asgteach.backends.wgpu_passes import NAMES
+from asgteach.backends import wgpu_backend, wgpu_plan_cache
+from asgteach.backends.wgpu_passes import NAMES, attention
 from asgteach.nn.attention import MultiHeadAttention
 
 from wgpu_helpers import assert_close, f32_feeds, require_adapter, run_both
 
 require_adapter()
 
-FUSED = ("attention_fwd", "attention_dq", "attention_dkv")
+FUSED = ("attention_fwd", "attention_dq", "attention_dk", "attention_dv")
 WITHOUT = tuple(n for n in NAMES if n != "attention")   # every other pass: the plan the fused one must equal
+DEFAULT_FROM = attention.FUSE_FROM_BYTES
+
+
+@pytest.fixture(autouse=True)
+def fuse_every_size(monkeypatch):
+    """Fuse attentions of any size (plans lowered under another threshold are not reused: cache cleared)."""
+    wgpu_plan_cache.clear()
+    monkeypatch.setattr(attention, "FUSE_FROM_BYTES", 0)
+    yield
+    wgpu_plan_cache.clear()
 
 
 def _attention_graph(b: int, t: int, d: int, h: int, causal: bool, pad: str | None, seed: int = 0):
@@ -108,7 +119,7 @@ def test_the_inspector_shows_the_fused_kernel_for_every_node_of_the_pattern() ->
     assert "fn attention_fwd" in plan.shader_for(softmax.id) and "runs no kernel" in plan.shader_for(softmax.id)
     assert "fused attention kernel" in plan.shader_for(heads.id)
     row_sums = [n for n in nodes if n.op == "sum" and n.attrs.get("keepdims") and n.phase == "backward"]
-    assert row_sums and all("fn attention_dkv" in plan.shader_for(n.id) for n in row_sums)
+    assert row_sums and all("fn dkv" in plan.shader_for(n.id) for n in row_sums)
     assert "attention" in str(plan.passes) and "1 attention(s) -> the fused kernels (1 with their backward)" \
         in str(plan.passes)
 
@@ -151,3 +162,12 @@ def test_forward_only_plans_fuse_the_forward() -> None:
     entries = _entries(plan)
     assert "attention_fwd" in entries and "attention_dq" not in entries
     run_both(outs[:1], feeds, "attention forward only")
+
+
+def test_by_default_small_attentions_are_left_unfused(monkeypatch) -> None:
+    monkeypatch.setattr(attention, "FUSE_FROM_BYTES", DEFAULT_FROM)
+    gr, outs, feeds = _attention_graph(2, 9, 8, 2, True, None)
+    plan = wgpu_backend.compile(gr, [o.node_id for o in outs])
+    assert not any(e in _entries(plan) for e in FUSED)
+    assert "1 attention(s) left unfused" in str(plan.passes)
+    assert 2 * 2 * 9 * 9 * 4 < DEFAULT_FROM

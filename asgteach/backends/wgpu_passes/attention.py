@@ -26,6 +26,13 @@ out of the buffers their heads were split from (through the transposes, by strid
 heads, dq, dk, dv are written straight into the layout of the transposes that merge the
 heads back (those transposes run no kernel).
 
+When it runs. Only where the (T, T) tensors are large: an attention whose scores take at least
+``FUSE_FROM_BYTES`` (B * H * T * T floats). These kernels give each thread one row and run on the
+GPU's plain f32 units; the unfused plan's two tiled matrix products and softmax kernel are
+faster at the sizes measured (an H100, seq 256 and 1024: bench/README.md), so there the pass
+leaves attention as it is and says so in ``plan.passes``. Above it, memory is what the (T, T)
+tensors cost: several of them are alive at once in a training step, gigabytes each.
+
 A pattern that does not match exactly (dropout on the weights, the weights read by
 something else, a mask of another shape, a head size over 128...) is left as it is, to the
 other passes. The graph is unchanged: only what the GPU runs is.
@@ -40,6 +47,7 @@ diagonal are not even visited.
 from __future__ import annotations
 
 import math
+import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +66,8 @@ MAX_HEAD = 128          # head sizes above this keep the unfused kernels (a thre
 SHARED_BYTES = 16384    # workgroup memory a tile may use: WebGPU's guaranteed minimum
 ROWS = 64               # threads per workgroup (shaders/attention_common.wgsl): a query or key row each
 _SKIP_BELOW = -1e6      # a causal mask value this negative adds exactly 0 after exp: masked tiles are skipped
+#: fuse an attention only when one of its (T, T) tensors takes at least this many bytes (see the docstring)
+FUSE_FROM_BYTES = 2**30
 
 View = tuple[int, tuple[int, int, int, int]]   # (buffer node, strides of the kernel's (b, h, t, d) axes)
 _SWAP = (0, 1, 3, 2)
@@ -314,6 +324,40 @@ def _tile(dh: int) -> int:
 
 
 # --- the kernels ------------------------------------------------------------------------------------
+_LOOP = "for (var c = 0u; c < D4; c++) {"
+_ROW = re.compile(r"var (\w+): array<vec4<f32>, (\d+)>;")   # a thread's own row (not var<workgroup>)
+
+
+def unrolled(wgsl: str) -> str:
+    """``wgsl`` with each thread's rows in registers: every ``var x: array<vec4<f32>, D4>`` becomes D4
+    variables ``x_0, x_1, ...`` and every ``for (var c = 0u; c < D4; c++) { ... }`` loop is written out
+    once per c. (A GPU compiler keeps an array it indexes with a loop counter in memory; written out,
+    the same arithmetic runs on registers. The shader files keep the loops, which read better.)"""
+    rows: dict[str, int] = {}
+
+    def declare(m: re.Match) -> str:
+        rows[m.group(1)] = int(m.group(2))
+        return " ".join(f"var {m.group(1)}_{k}: vec4<f32>;" for k in range(int(m.group(2))))
+
+    wgsl = _ROW.sub(declare, wgsl)
+    d4 = max(rows.values(), default=0)
+    named = re.compile(r"\b(" + "|".join(map(re.escape, rows)) + r")\[c\]") if rows else None
+    out, pos = [], 0
+    while (at := wgsl.find(_LOOP, pos)) >= 0:
+        i, depth = at + len(_LOOP), 1
+        while depth:
+            depth += {"{": 1, "}": -1}.get(wgsl[i], 0)
+            i += 1
+        body = wgsl[at + len(_LOOP):i - 1]
+        copies = []
+        for k in range(d4):
+            b = named.sub(lambda m, k=k: f"{m.group(1)}_{k}", body) if named else body
+            copies.append("{" + re.sub(r"\bc\b", f"{k}u", b) + "}")
+        out += [wgsl[pos:at], " ".join(copies)]
+        pos = i
+    return "".join(out) + wgsl[pos:]
+
+
 def _source(family: str, a: Attention) -> tuple[str, str]:
     """(WGSL, variant) of one of the attention kernel files for this attention's head size and masks."""
     d4 = -(-a.dh // 4)
@@ -326,8 +370,8 @@ def _source(family: str, a: Attention) -> tuple[str, str]:
     for k, val in fill.items():
         helpers = helpers.replace("{{" + k + "}}", str(val))
     bias_decl = "@group(0) @binding(4) var<storage, read> bias_in: array<f32>;" if a.bias else ""
-    src = family_source(family, HELPERS=helpers, D4=d4, TILE=tile, TILE_D4=tile * d4, BIAS_DECL=bias_decl,
-                        BIAS_READ="return bias_in[i];" if a.bias else "return 0.0 * f32(i);")
+    src = unrolled(family_source(family, HELPERS=helpers, D4=d4, TILE=tile, TILE_D4=tile * d4, BIAS_DECL=bias_decl,
+                                 BIAS_READ="return bias_in[i];" if a.bias else "return 0.0 * f32(i);"))
     variant = f"dh{a.dh}:t{tile}" + (":causal" if a.causal is not None else "") + (":bias" if a.bias else "") \
         + ("" if a.causal_first else ":bias-first") + (":skip" if skip else "")
     return src, variant
@@ -387,13 +431,16 @@ def backward_kernel(ctx: Rewriting, n: Node, tile: Tile) -> Made:
     blocks = -(-a.seq // ROWS) * a.batch * a.heads
     dq = Dispatch(n, ("attention", "f32", "dq:" + variant), src, "attention_dq", words, binds | {9: gr.dq},
                   groups_for(blocks), scratch={delta: a.batch * a.heads * a.seq * 4})
-    dkv = Dispatch(n, ("attention", "f32", "dkv:" + variant), src, "attention_dkv", words.copy(),
-                   {k: v for k, v in binds.items() if k != 5} | {10: gr.dk, 11: gr.dv}, groups_for(blocks))
+    keys = {k: v for k, v in binds.items() if k != 5} | {10: gr.dk, 11: gr.dv}   # (each entry binds both)
+    dk = Dispatch(n, ("attention", "f32", "dk:" + variant), src, "attention_dk", words.copy(), keys,
+                  groups_for(blocks))
+    dv = Dispatch(n, ("attention", "f32", "dv:" + variant), src, "attention_dv", words.copy(), dict(keys),
+                  groups_for(blocks))
     note = (f"// {n.op} (node #{n.id}) is computed by the fused attention backward below (pass attention): "
-            f"two dispatches write dq (node #{gr.dq}), dk (node #{gr.dk}, transposed) and dv (node #{gr.dv}) "
+            f"three dispatches write dq (node #{gr.dq}), dk (node #{gr.dk}, transposed) and dv (node #{gr.dv}) "
             f"from q, k, v, heads (node #{a.o}), its gradient (node #{gr.do[0]}) and the forward's row stats, "
             f"recomputing the scores tile by tile\n")
-    return Made([dq, dkv], reads, first=n.id == gr.dq, note=note)
+    return Made([dq, dk, dv], reads, first=n.id == gr.dq, note=note)
 
 
 # --- the pass ------------------------------------------------------------------------------------------
@@ -402,10 +449,13 @@ def run(ctx: Rewriting) -> str:
     g, f, compute = ctx.graph, ctx.f, ctx.compute
     order = {n.id: k for k, n in enumerate(compute)}
     found: list[Attention] = []
-    near = 0
+    near = small = 0
     for n in compute:
         a = match_forward(ctx, n) if n.op == "matmul" else None
         if a is None:
+            continue
+        if a.batch * a.heads * a.seq * a.seq * 4 < FUSE_FROM_BYTES:
+            small += 1
             continue
         gr = match_backward(ctx, a)
         if gr is False or any(g.nodes[r].op == "sum_to" for x in _results(a, gr) for r in _reader_ids(ctx, x)):
@@ -419,8 +469,11 @@ def run(ctx: Rewriting) -> str:
                 near += 1
                 continue
         found.append(a)
+    unfused = (f"; {small} attention(s) left unfused: scores under {FUSE_FROM_BYTES / 2**20:g} MiB (FUSE_FROM_BYTES)"
+               if small else "")
     if not found:
-        return "no attention pattern in this plan" + (f" ({near} near-miss(es) left as they are)" if near else "")
+        return ("no attention pattern in this plan" + (f" ({near} near-miss(es) left as they are)" if near else "")
+                + unfused)
     holders: dict[int, Attention] = {}
     byproducts: dict[int, int] = {}
     for a in found:
@@ -479,7 +532,7 @@ def run(ctx: Rewriting) -> str:
     fused = sum(1 for a in found if a.grad is not None)
     return (f"{len(found)} attention(s) -> the fused kernels ({fused} with their backward); {dead} nodes only they "
             f"read run no kernel, {views} transpose(s) written in place"
-            + (f"; {near} near-miss(es) left as they are" if near else ""))
+            + (f"; {near} near-miss(es) left as they are" if near else "") + unfused)
 
 
 def _results(a: Attention, gr: Any) -> list[int]:
@@ -509,5 +562,5 @@ def _responsible(nid: int, holders: list[int]) -> int:
     return holders[k] if k < len(holders) else holders[-1]
 
 
-__all__ = ["NAME", "run", "match_forward", "match_backward", "Attention", "AttentionGrad", "forward_kernel",
-           "backward_kernel"]
+__all__ = ["NAME", "FUSE_FROM_BYTES", "run", "match_forward", "match_backward", "Attention", "AttentionGrad",
+           "forward_kernel", "backward_kernel", "unrolled"]
