@@ -142,14 +142,16 @@ def test_graph_picture_displays_itself_and_saves(tmp_path) -> None:
 def test_fast_enough_for_a_lesson_with_several_graphs() -> None:
     loss = _mlp()
     picture_png(loss)   # matplotlib's first import is paid once per kernel
-    best = min(_timed(lambda: picture_mimebundle(loss)) for _ in range(3))
-    assert best < 0.3, f"{best:.3f} s for a 40-node graph (PNG and SVG)"
+    best = min(_cpu_seconds(lambda: picture_mimebundle(loss)) for _ in range(3))
+    assert best < 0.3, f"{best:.3f} s of CPU for a 36-node graph (PNG and SVG)"
 
 
-def _timed(fn) -> float:
-    t0 = time.perf_counter()
+def _cpu_seconds(fn) -> float:
+    """This process's CPU time for ``fn()``: the work itself, not how busy the machine is (others' tests run
+    beside this one; the wall time of the same call moved 0.28-0.46 s at load 14 while its CPU time held 0.11 s)."""
+    t0 = time.process_time()
     fn()
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def test_at_show_outside_a_notebook_returns_the_picture(capsys) -> None:
