@@ -26,10 +26,10 @@
 @group(0) @binding(10) var<storage, read_write> dk_out: array<f32>;
 @group(0) @binding(11) var<storage, read_write> dv_out: array<f32>;
 
-var<workgroup> at: array<vec4<f32>, {{TILE_D4}}>;   // dq: keys; dkv: queries
-var<workgroup> bt: array<vec4<f32>, {{TILE_D4}}>;   // dq: values; dkv: their dO rows
-var<workgroup> ct: array<f32, {{TILE}}>;            // dq: key bias; dkv: D of the queries
-var<workgroup> mt: array<vec2<f32>, {{TILE}}>;      // dkv: the queries' stats
+var<workgroup> at: array<vec4<f32>, {{TILE_D4}}>;   // dq: keys; dk, dv: queries
+var<workgroup> bt: array<vec4<f32>, {{TILE_D4}}>;   // dq: values; dk, dv: their dO rows
+var<workgroup> ct: array<f32, {{TILE}}>;            // dq: key bias; dk, dv: D of the queries
+var<workgroup> mt: array<vec2<f32>, {{TILE}}>;      // dk, dv: the queries' stats
 
 fn bias_at(i: u32) -> f32 { {{BIAS_READ}} }
 

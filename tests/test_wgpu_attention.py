@@ -1,8 +1,8 @@
 """The pass ``attention`` on the wgpu backend: attention forward and backward as fused kernels.
 
 nn.MultiHeadAttention builds attention from graph ops; the optimised GPU plan recognises that
-pattern and its gradient graph (``wgpu_passes.attention``) and runs three kernels that never
-store a (T, T) tensor (shaders/attention_fwd.wgsl, attention_bwd.wgsl). Checked here against
+pattern and its gradient graph (``wgpu_passes.attention``) and runs kernels that never store a
+(T, T) tensor (shaders/attention_fwd.wgsl, attention_bwd.wgsl). Checked here against
 numpy and against the plan without the pass, with the causal mask, a key padding mask,
 sequences that are not a multiple of the kernels' row blocks and tiles, several heads and
 batches, a head size that is not a multiple of 4; and near-misses that must be left alone.
