@@ -11,7 +11,6 @@ import base64
 import re
 import struct
 import sys
-import time
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 import asgteach as at
 from asgteach.widgets.elements import build_elements, scope_of
 from asgteach.widgets.layout import mirror_layout
-from asgteach.widgets.picture import GraphPicture, picture_hint, picture_mimebundle, picture_png, picture_svg
+from asgteach.widgets.picture import GraphPicture, picture_hint, picture_mimebundle, picture_svg
 from asgteach.widgets.styles import CATEGORY_COLOURS
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -137,21 +136,6 @@ def test_graph_picture_displays_itself_and_saves(tmp_path) -> None:
     assert pic.svg in pic.save(tmp_path / "g.html").read_text(encoding="utf-8")
     with pytest.raises(ValueError, match="suffix"):
         pic.save(tmp_path / "g.jpg")
-
-
-def test_fast_enough_for_a_lesson_with_several_graphs() -> None:
-    loss = _mlp()
-    picture_png(loss)   # matplotlib's first import is paid once per kernel
-    best = min(_cpu_seconds(lambda: picture_mimebundle(loss)) for _ in range(3))
-    assert best < 0.3, f"{best:.3f} s of CPU for a 36-node graph (PNG and SVG)"
-
-
-def _cpu_seconds(fn) -> float:
-    """This process's CPU time for ``fn()``: the work itself, not how busy the machine is (others' tests run
-    beside this one; the wall time of the same call moved 0.28-0.46 s at load 14 while its CPU time held 0.11 s)."""
-    t0 = time.process_time()
-    fn()
-    return time.process_time() - t0
 
 
 def test_at_show_outside_a_notebook_returns_the_picture(capsys) -> None:
