@@ -471,11 +471,11 @@ def run(ctx: Rewriting) -> str:
                 near += 1
                 continue
         found.append(a)
-    unfused = (f"; {small} attention(s) left unfused: scores under {FUSE_FROM_BYTES / 2**20:g} MiB (FUSE_FROM_BYTES)"
+    unfused = (f"{small} attention(s) left unfused: scores under {FUSE_FROM_BYTES / 2**20:g} MiB (FUSE_FROM_BYTES)"
                if small else "")
     if not found:
-        return ("no attention pattern in this plan" + (f" ({near} near-miss(es) left as they are)" if near else "")
-                + unfused)
+        return "; ".join([unfused or "no attention pattern in this plan"]
+                         + ([f"{near} near-miss(es) left as they are"] if near else []))
     holders: dict[int, Attention] = {}
     byproducts: dict[int, int] = {}
     for a in found:
@@ -534,7 +534,7 @@ def run(ctx: Rewriting) -> str:
     fused = sum(1 for a in found if a.grad is not None)
     return (f"{len(found)} attention(s) -> the fused kernels ({fused} with their backward); {dead} nodes only they "
             f"read run no kernel, {views} transpose(s) written in place"
-            + (f"; {near} near-miss(es) left as they are" if near else "") + unfused)
+            + (f"; {near} near-miss(es) left as they are" if near else "") + (f"; {unfused}" if unfused else ""))
 
 
 def _results(a: Attention, gr: Any) -> list[int]:
