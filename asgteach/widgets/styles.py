@@ -123,7 +123,9 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
         }},
         {"selector": "edge", "style": {
             "width": ew, "line-color": line, "target-arrow-color": line, "target-arrow-shape": "triangle",
-            "curve-style": "bezier", "arrow-scale": 0.9 if present else 0.8,
+            # straight: no two edges join the same pair of elements (build_elements keeps one), and it is
+            # cytoscape's cheapest edge to lay out and draw (the 1,309 edges of a 1,015-node graph)
+            "curve-style": "straight", "arrow-scale": 0.9 if present else 0.8,
         }},
         {"selector": "edge.backward", "style": {"line-color": "#6d5a8a" if not present else "#3b2a5a",
                                                 "target-arrow-color": "#6d5a8a" if not present else "#3b2a5a"}},

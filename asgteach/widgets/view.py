@@ -495,7 +495,11 @@ class GraphView:
         bundle = self.widget._repr_mimebundle_(**kwargs)
         data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
         data.pop("text/html", None)
-        data.update(picture_mimebundle(self))
+        # a view drawing more than COLLAPSE_AT nodes gets the picture of its layers collapsed: the whole
+        # 1,015-node graph as a PNG takes seconds to paint and megabytes to store, and a picture that big
+        # is read as its layers anyway
+        drawn = sum(1 for e in self._elements if e["group"] == "nodes" and e["data"].get("kind") == "node")
+        data.update(picture_mimebundle(self, expanded=set()) if drawn > COLLAPSE_AT else picture_mimebundle(self))
         return data
 
     def _display_(self) -> Any:

@@ -128,6 +128,11 @@ function render({ model, el }) {
       textureOnViewport: true, hideEdgesOnViewport: false, pixelRatio: "auto",
     });
     canvas.asgCy = cy;   // the tests and the benchmark find the instance here
+    // cytoscape keeps the canvas's page position from its last resize, and a notebook scrolls in its
+    // own panel, not the window: read it afresh when a press or a wheel starts, or the tap lands off
+    for (const kind of ["pointerdown", "wheel"]) {
+      canvas.addEventListener(kind, () => cy.resize(), { capture: true, passive: true });
+    }
     cy.on("tap", "node, edge", (e) => send("click", e.target.id()));
     drawElements();
     ro.observe(canvas);
@@ -138,9 +143,11 @@ function render({ model, el }) {
     if (!cy) return;
     cy.resize();
     const pad = model.get("padding");
-    const els = cy.elements();
+    const els = cy.nodes();
     if (els.empty() || cy.width() < 10 || cy.height() < 10) return;
-    const bb = els.boundingBox({ includeLabels: true });
+    // the nodes' bodies hold their labels (sized by the layout) and the edges run between them, so the
+    // nodes' box is the drawing's; measuring every label and edge path costs a second on 1,015 nodes
+    const bb = els.boundingBox({ includeLabels: false, includeOverlays: false, includeUnderlays: false });
     const z = Math.min((cy.width() - 2 * pad) / bb.w, (cy.height() - 2 * pad) / bb.h);
     const zoom = Math.max(cy.minZoom(), Math.min(cy.maxZoom(), z));
     const x = bb.w * zoom + 2 * pad <= cy.width() ? (cy.width() - bb.w * zoom) / 2 - bb.x1 * zoom : pad - bb.x1 * zoom;

@@ -278,12 +278,21 @@ class Lab:
                 " return e.nonempty() && e.renderedBoundingBox().w > 0; }", arg=[n, element_id], timeout=30_000)
         except Exception:  # noqa: BLE001 - reported below with the drawn ids
             pass
+        # the view may be below the window (a notebook of several views): scroll its canvas into the window first
+        self.cy("el.scrollIntoView({block: 'nearest'}); return null;", n)
         # a graph bigger than its canvas pans instead of shrinking its labels: bring the node into view first
-        # (and into the part of the canvas inside the browser window: a tall canvas can reach below it)
+        # (and into the part of the canvas that shows: inside the window and inside every panel scrolling
+        # around it; a tall canvas can reach below the window, or under the notebook's toolbar)
         self.cy("const e = cy.nodes().filter(x => x.data('key') === arg); if (e.empty()) return null;"
                 "const r = el.getBoundingClientRect();"
-                "const top = Math.max(0, -r.top) + 20, bottom = Math.min(cy.height(), innerHeight - r.top) - 20;"
-                "const left = Math.max(0, -r.left) + 20, right = Math.min(cy.width(), innerWidth - r.left) - 20;"
+                "let vt = 0, vb = innerHeight, vl = 0, vr = innerWidth;"
+                "for (let q = el.parentElement; q; q = q.parentElement) {"
+                "  const st = getComputedStyle(q);"
+                "  if (!/(auto|scroll)/.test(st.overflowY) || q.scrollHeight <= q.clientHeight + 1) continue;"
+                "  const b = q.getBoundingClientRect(); vt = Math.max(vt, b.top); vb = Math.min(vb, b.bottom);"
+                "  vl = Math.max(vl, b.left); vr = Math.min(vr, b.right); }"
+                "const top = Math.max(0, vt - r.top) + 20, bottom = Math.min(cy.height(), vb - r.top) - 20;"
+                "const left = Math.max(0, vl - r.left) + 20, right = Math.min(cy.width(), vr - r.left) - 20;"
                 "const p = e.renderedPosition();"
                 "if (p.x < left || p.x > right || p.y < top || p.y > bottom)"
                 "  cy.panBy({x: (left + right) / 2 - p.x, y: (top + bottom) / 2 - p.y});"
