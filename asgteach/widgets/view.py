@@ -48,11 +48,11 @@ LEGIBLE_PX, PRESENT_PX = 11.0, 18.0
 MIN_HEIGHT, MAX_HEIGHT = 240, 960
 #: Space around the drawing inside the canvas (px), as the layout's fit leaves it.
 FIT_PADDING = 16
-#: "Expand all" over this many nodes asks first (a graph that big pans a long way).
-EXPAND_WARN_AT = 500
+#: "Expand all" over this many nodes asks first: drawing them takes seconds, and then a long pan.
+EXPAND_WARN_AT = 2000
 #: Measured cost of one drawn element (node or edge) in JupyterLab + Chromium, seconds
-#: (bench/widget_paint.py: the 1,015-node graph, kernel and browser together).
-SECONDS_PER_ELEMENT = 0.0005
+#: (bench/widget_paint.py: 1.57 s for the 1,015 nodes and 1,309 edges, kernel and browser together).
+SECONDS_PER_ELEMENT = 0.0007
 #: Toolbar words, by the key of their button.
 _WORDS = ("fit", "step_back", "step", "reset", "details", "present", "wgsl")
 
