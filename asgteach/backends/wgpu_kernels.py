@@ -36,10 +36,10 @@ from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
 from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
-__all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm_sum",
+__all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm",
            "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
            "reduce_entry", "reduced_axes_of", "index_bound_of", "ew_expr", "ew_function", "ew_params", "ew_attr_values",
-           "ew_variant", "ew_load", "elementwise_source"]
+           "ew_variant", "ew_load", "elementwise_source", "uniform_words", "fbits", "groups_for"]
 
 MAX_DIMS = 8
 NAN_BITS = 0x7FC00000
@@ -140,7 +140,8 @@ def groups_for(n_groups: int) -> tuple[int, int, int]:
     return x, math.ceil(n_groups / x), 1
 
 
-def _params(**words: Any) -> np.ndarray:
+def uniform_words(**words: Any) -> np.ndarray:
+    """The 64 u32 words of a dispatch's uniform block: ``w8=[...]`` puts a list from word 8 on."""
     p = np.zeros(64, dtype=np.uint32)
     for k, v in words.items():
         at = int(k[1:])
@@ -231,7 +232,7 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
     binds = {1 + k: x.id for k, x in enumerate(ins)}
     binds[4] = node.id
     return [Dispatch(node, (node.op, "f32", ew_variant(node, g)), elementwise_source(g, node, attr_word),
-                     f"main{len(ins)}", _params(**words), binds, groups_for(math.ceil(node.size / WG_LINEAR)))]
+                     f"main{len(ins)}", uniform_words(**words), binds, groups_for(math.ceil(node.size / WG_LINEAR)))]
 
 
 # --- reductions ----------------------------------------------------------------------------
@@ -312,7 +313,7 @@ def reduce_dispatches(g: Graph, node: Node, product: tuple[int, int] | None = No
         chunks = max(1, min(-(-131072 // n_out), n_red // 16))
         chunk = -(-n_red // chunks)
         chunks = -(-n_red // chunk)
-        first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w5=NAN_BITS, w6=chunk, w7=chunks,
+        first = uniform_words(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w5=NAN_BITS, w6=chunk, w7=chunks,
                         w8=oshape, w16=ost, w24=ishape, w32=ist)
         # a plain (rows, n_out) matrix with n_out % 4 == 0 reads four columns at a time
         cols4 = n_out % 4 == 0 and oshape == [n_out] and ost == [1] and ist == [n_out]
@@ -327,12 +328,12 @@ def reduce_dispatches(g: Graph, node: Node, product: tuple[int, int] | None = No
     chunk = -(-n_red // chunks)
     lp = _lanes(chunk) if entry in _SPLITTABLE else WG_LINEAR
     if chunks == 1:
-        words = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
+        words = uniform_words(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
                         w6=chunk, w7=1, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
         groups = groups_for(math.ceil(n_out / (WG_LINEAR // lp)) if per_group else math.ceil(n_out / WG_LINEAR))
         return [Dispatch(node, (node.op, "f32", entry + tag), src1, entry, words, {**reads, 2: node.id}, groups)]
     # two stages: P partial results per output into a scratch buffer, then reduce those
-    first = _params(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
+    first = uniform_words(w0=n_out, w1=n_red, w2=len(oshape), w3=len(ishape), w4=fbits(scale), w5=NAN_BITS,
                     w6=chunk, w7=chunks, w8=oshape, w16=ost, w24=ishape, w32=ist, w40=lp)
     return [
         Dispatch(node, (node.op, "f32", entry + tag), src1, entry, first, {**reads, 2: scratch},
@@ -353,7 +354,7 @@ def _segmented(node: Node, entry: str, src: str, n_out: int, length: int, scale:
                binds: dict[int, int]) -> Dispatch:
     """sum_wg / mean_wg / max_wg over ``n_out`` contiguous rows of ``length`` (a split reduction's second stage)."""
     lp = _lanes(length)
-    words = _params(w0=n_out, w1=length, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=length, w7=1,
+    words = uniform_words(w0=n_out, w1=length, w2=1, w3=1, w4=fbits(scale), w5=NAN_BITS, w6=length, w7=1,
                     w8=[n_out], w16=[length], w24=[length], w32=[1], w40=lp)
     return Dispatch(node, (node.op, "f32", entry), src, entry, words, binds,
                     groups_for(math.ceil(n_out / (WG_LINEAR // lp))),
@@ -366,13 +367,13 @@ def _copy(node: Node, src: int, shape: tuple, in_st: list[int], in_base: int, ou
     cshape, (ist, ost) = collapse(shape, in_st, out_st)
     _check_rank(node, cshape)
     n = int(np.prod(shape, dtype=np.int64))
-    words = _params(w0=n, w1=len(cshape), w2=in_base, w3=out_base, w8=cshape, w16=ist, w24=ost)
+    words = uniform_words(w0=n, w1=len(cshape), w2=in_base, w3=out_base, w8=cshape, w16=ist, w24=ost)
     return Dispatch(node, ("copy", "u32", variant), family_source("copy"), "copy", words, {1: src, 2: node.id},
                     groups_for(math.ceil(n / WG_LINEAR)))
 
 
 def _fill(node: Node, bits: int) -> Dispatch:
-    words = _params(w0=node.size, w4=bits)
+    words = uniform_words(w0=node.size, w4=bits)
     return Dispatch(node, ("fill", "u32", ""), family_source("copy"), "fill", words, {2: node.id},
                     groups_for(math.ceil(node.size / WG_LINEAR)))
 
@@ -435,7 +436,7 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
     per_group = length >= 32 or rows < 2048
     entry = node.op + ("_wg" if per_group else "_t")
     lp = _lanes(length)
-    words = _params(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost, w40=lp)
+    words = uniform_words(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost, w40=lp)
     groups = groups_for(math.ceil(rows / (WG_LINEAR // lp)) if per_group else math.ceil(rows / WG_LINEAR))
     return [Dispatch(node, (node.op, "f32", entry), family_source("softmax"), entry, words,
                      {1: x.id, 2: node.id}, groups)]
@@ -446,7 +447,7 @@ def layer_norm_dispatches(g: Graph, node: Node, xhat: int | None = None, plus: i
     of dx's shape added to dx as it is written: both only in the optimised plan, pass ``layer_norm_dx``)."""
     d = node.shape[-1]
     rows = node.size // max(d, 1)
-    words = _params(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
+    words = uniform_words(w0=rows, w1=d, w2=fbits(node.attrs["eps"]))
     if node.op == "layer_norm_dx":
         gy, x, w = node.inputs
         entry = ("layer_norm_dx" if xhat is None else "layer_norm_dx_xhat") + ("" if plus is None else "_plus")
@@ -499,7 +500,7 @@ def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, ou
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
     if (bias is not None or resid is not None or mat is not None or scale is not None) and out_view is not None:
         raise ValueError(f"matmul (node #{node.id}): an epilogue needs C written contiguously")
-    return [_gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid,
+    return [gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid,
                   mat, scale)]
 
 
@@ -512,7 +513,7 @@ def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> lis
             for d, st, o in zip(pad + tuple(shape), (0,) * len(pad) + tuple(strides), batch)]
 
 
-def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
+def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
           a: tuple[int, bool], b: tuple[int, bool], out: int, lda: int | None = None,
           ldb: int | None = None, sc: list | None = None, ldc: int | None = None, bias: int | None = None,
           resid: int | None = None, mat: int | None = None, scale: float | None = None) -> Dispatch:
@@ -532,7 +533,7 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
         tile = next((c for c in fits if count(c) >= MIN_GROUPS), max(fits, key=count))
     aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
-    words = _params(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc,
+    words = uniform_words(w0=m, w1=n, w2=k, w3=len(bshape), w4=lda, w5=ldb, w6=ldc, w8=bshape, w16=sa, w24=sb, w32=sc,
                     w40=fbits(scale if scale is not None else 1.0))
     variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
     variant += (":scale" if scale is not None else "") + (":bias" if bias is not None else "")
@@ -544,61 +545,20 @@ def _gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list,
     return Dispatch(node, ("matmul", "f32", variant), source, "matmul", words, binds, groups)
 
 
-#: fewer workgroups than this and ``_gemm`` looks for a smaller tile (bench/gemm_shapes.py on an H100:
+#: fewer workgroups than this and ``gemm`` looks for a smaller tile (bench/gemm_shapes.py on an H100:
 #: the LM head's (4096, 512) @ (512, 256) ran at 17.5 TFLOP/s in 64 tiles of 128 x 128, 26 in 128 of 128 x 64)
 MIN_GROUPS = 128
-
-
-def _split_k(k: int, tiles: int, target: int = 256) -> int:
-    """How many K-chunks a product with few output tiles should be split into (1: none).
-
-    A (512, 512) result is only 16 tiles of 128 x 128: 16 workgroups on a GPU with 132
-    multiprocessors, each walking all of K alone. Splitting K into S chunks gives S times
-    more workgroups; each chunk writes a partial (M, N) result and a short sum adds them.
-    Chunks stay at least 256 long and a multiple of 16 (the vec4 kernel's K step).
-    """
-    want = max(1, target // max(tiles, 1))
-    for s in range(min(want, k // 256), 1, -1):
-        if k % s == 0 and (k // s) % 16 == 0:
-            return s
-    return 1
-
-
-def gemm_sum(g: Graph, node: Node, x: int, gy: int, tile: Tile, buffers: tuple[int, int]) -> list[Dispatch]:
-    """sum_to(transpose(x) @ gy) over every batch axis as ONE product: x_flat^T @ gy_flat.
-
-    x (..., K, M) and gy (..., K, N) are read as (B*K, M) and (B*K, N): the batch joins
-    the inner dimension, and the (M, N) result goes straight into the sum_to's buffer.
-    When that leaves too few output tiles to fill the GPU, K is split into S chunks run as
-    a batch of S products (into a scratch buffer) and summed by a short reduction.
-    ``buffers``: the nodes whose buffers hold x and gy (they may be aliases' owners).
-    """
-    xs, gs = g.nodes[x].shape, g.nodes[gy].shape
-    m, n = xs[-1], gs[-1]
-    k = int(np.prod(xs[:-1], dtype=np.int64))
-    a, b = (buffers[0], True), (buffers[1], False)
-    s = _split_k(k, math.ceil(m / tile.bm) * math.ceil(n / tile.bn))
-    if s == 1:
-        return [_gemm(node, tile, m, n, k, 1, [], [], [], a, b, node.id)]
-    kc, scratch = k // s, -node.id - 1
-    parts = _gemm(node, tile, m, n, kc, s, [s], [kc * m], [kc * n], a, b, scratch)
-    parts.scratch = {scratch: s * m * n * 4}
-    words = _params(w0=m * n, w1=s, w2=1, w3=1, w4=fbits(1.0), w5=NAN_BITS, w6=s, w7=1, w8=[m * n], w16=[1],
-                    w24=[s], w32=[m * n])
-    total = Dispatch(node, ("sum_to", "f32", "sum_t"), family_source("reduce"), "sum_t", words,
-                     {1: scratch, 2: node.id}, groups_for(math.ceil(m * n / WG_LINEAR)))
-    return [parts, total]
 
 
 def _gather(g: Graph, node: Node) -> list[Dispatch]:
     ids, src = (g.nodes[i] for i in node.inputs)
     if node.op == "embedding":
         v, d = src.shape
-        words = _params(w0=node.size, w1=d, w2=v, w3=NAN_BITS)
+        words = uniform_words(w0=node.size, w1=d, w2=v, w3=NAN_BITS)
         return [Dispatch(node, ("embedding", "f32", ""), family_source("gather"), "embedding", words,
                          {1: ids.id, 2: src.id, 3: node.id}, groups_for(math.ceil(node.size / WG_LINEAR)))]
     v, d = node.shape[0], int(np.prod(node.shape[1:], dtype=np.int64))
-    words = _params(w0=src.size, w1=d, w2=v, w3=NAN_BITS)
+    words = uniform_words(w0=src.size, w1=d, w2=v, w3=NAN_BITS)
     return [_fill(node, 0), Dispatch(node, ("embedding_grad", "f32", ""), family_source("gather"),
                                      "embedding_grad", words, {1: ids.id, 2: src.id, 4: node.id},
                                      groups_for(math.ceil(src.size / WG_LINEAR)))]
@@ -619,7 +579,7 @@ def _conv(g: Graph, node: Node) -> list[Dispatch]:
     o, cg, kh, kw = w_shape
     _, _, oh, ow = y_shape
     groups = attrs["groups"]
-    words = _params(w0=node.size, w1=[n, c, h, w, o, oh, ow, kh, kw], w10=list(attrs["stride"]),
+    words = uniform_words(w0=node.size, w1=[n, c, h, w, o, oh, ow, kh, kw], w10=list(attrs["stride"]),
                     w12=list(attrs["padding"]), w14=list(attrs["dilation"]), w16=[c // groups, o // groups])
     per_group = node.op == "conv2d_grad_weight"
     grid = groups_for(node.size if per_group else math.ceil(node.size / WG_LINEAR))
@@ -636,8 +596,8 @@ def _pool(g: Graph, node: Node) -> list[Dispatch]:
     y_shape = ins[-1].shape if grad else node.shape
     n, c, h, w = x_shape
     oh, ow = y_shape[2:]
-    words = _params(w0=node.size, w1=[n, c, h, w, oh, ow], w7=list(attrs["kernel_size"]), w9=list(attrs["stride"]),
-                    w11=list(attrs["padding"]))
+    words = uniform_words(w0=node.size, w1=[n, c, h, w, oh, ow], w7=list(attrs["kernel_size"]),
+                          w9=list(attrs["stride"]), w11=list(attrs["padding"]))
     binds = {1 + k: x.id for k, x in enumerate(ins)}
     binds[3] = node.id
     return [Dispatch(node, (node.op, "f32", ""), family_source("pool"), node.op, words, binds,
