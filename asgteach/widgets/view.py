@@ -258,9 +258,12 @@ class GraphView:
         self.canvas.fit_seq += 1
 
     def _on_event(self, change: dict) -> None:
-        """What the reader did in the browser (a click, a toolbar button)."""
+        """What the reader did in the browser (a click, a toolbar button): its changes go back as ONE message."""
         ev = change["new"] or {}
-        kind, value = ev.get("type"), ev.get("value")
+        with self.canvas.hold_sync():
+            self._dispatch(ev.get("type"), ev.get("value"))
+
+    def _dispatch(self, kind: Any, value: Any) -> None:
         if kind == "click":
             self.click(str(value))
         elif kind == "step":
