@@ -84,7 +84,7 @@ def test_the_pass_alone_against_the_plain_kernel_list() -> None:
     assert record.name == "layer_norm_dx" and record.before == len(compute) and record.after < record.before
     assert list(ctx.f.shortcuts) == [grads[0].node_id]
     assert not ctx.f.alias and not ctx.f.chains and not ctx.f.operands   # no other pass ran
-    assert str(records).startswith("1. layer_norm_dx")
+    assert str(records).split("\n")[0].split()[:2] == ["1.", "layer_norm_dx"]
 
 
 def test_the_formula_written_by_hand_is_recognised_and_a_different_one_is_not() -> None:

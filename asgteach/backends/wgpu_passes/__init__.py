@@ -8,6 +8,7 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 
 ====================  ================================================================
 ``layer_norm_dx``     LayerNorm's input gradient (a dozen nodes) -> its one kernel
+``attention``         attention, forward and backward -> fused kernels (long sequences)
 ``free_reshapes``     a reshape shares its input's buffer: no copy
 ``weight_gemm``       sum_to(transpose(x) @ g) -> one GEMM over the whole batch
 ``out_views``         a matmul writes straight into the layout of the transposes reading it
@@ -19,9 +20,9 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 ``partial_sums``      (on the lowered list) a chain adds up the split sums it reads
 ====================  ================================================================
 
-The order matters: a later pass looks at what earlier ones did (the epilogue only
-extends matmuls whose operands ``transposes`` chose; ``products`` leaves alone a mul a
-chain computes). At run time, ``wgpu_batch`` batches launches of the same code (the
+The order matters: a later pass looks at what earlier ones did (``out_views`` and
+``transposes`` leave alone the matmuls ``weight_gemm`` folded; ``products`` leaves alone a
+mul a chain computes). At run time, ``wgpu_batch`` batches launches of the same code (the
 ``batch`` line of ``plan.passes``, once the plan has run) and ``bind_updates`` lets update
 kernels write in place (``in_place``).
 
@@ -87,7 +88,7 @@ class PassList(list):
     def __str__(self) -> str:
         if not self:
             return "no passes: the plain plan (one kernel per compute node)"
-        return "\n".join(f"{i}. {r}" for i, r in enumerate(self, 1))
+        return "\n".join(f"{i:>2}. {r}" for i, r in enumerate(self, 1))
 
     def __repr__(self) -> str:
         return str(self)
