@@ -408,7 +408,7 @@ def test_binder_folder_follows_repo2docker_conventions() -> None:
     post_build = (binder / "postBuild").read_text()
     extras = re.search(r'pip install .*-e "\.\[([\w,]+)\]"', post_build).group(1).split(",")
     assert set(extras) == {"gpu", "lab"} and set(extras) <= set(project["optional-dependencies"])
-    for name in ("@jupyter-widgets/jupyterlab-manager", "jupyter-cytoscape"):
+    for name in ("@jupyter-widgets/jupyterlab-manager", "anywidget"):
         assert name in post_build, f"postBuild should fail the build when {name} is not enabled"
     start = (binder / "start").read_text()
     assert start.rstrip().endswith('exec "$@"'), "repo2docker's start must hand over to the server"

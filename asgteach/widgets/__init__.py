@@ -1,18 +1,19 @@
-"""Notebook views: the graph widget with its Node Inspector, a static fallback, and plots.
+"""Notebook views: the graph widget with its Node Inspector, its picture, and plots.
 
-* ``show.py``     — ``at.show``: pick the interactive view or the static one
-* ``view.py``     — GraphView: ipycytoscape graph + toolbar + inspector (state and events)
+* ``show.py``     — ``at.show``: the interactive view with its picture beside it, or the picture alone
+* ``view.py``     — GraphView: the state and events of the graph, toolbar and inspector (one anywidget, canvas.py)
 * ``elements.py`` — Graph -> drawable elements (scope, labels, layer groups, collapse)
 * ``steps.py``    — the recorded backward sweep, one visit at a time
 * ``inspector.py``— the HTML that explains one node; ``values.py`` — numbers and heatmaps
 * ``styles.py``   — colours per category, the cytoscape stylesheet, the legend
-* ``static.py``   — HTML/SVG rendering without a widget frontend
+* ``canvas.py``   — GraphCanvas: the one anywidget (elements as one message; the browser code in bundle/)
+* ``picture.py``  — the same drawing as a PNG + SVG picture (``paint.py`` draws it; ``static.py`` puts it in a page)
 
 (The matplotlib figures, gradcheck's and the live loss chart, are :mod:`asgteach.plots`: a leaf
 module that gradcheck and the Trainer use; ``gradcheck_figure`` and ``LossChart`` are still
 reachable from here.)
 
-Nothing here imports ipywidgets or ipycytoscape until a view is actually built.
+Nothing here imports anywidget or ipywidgets until a view is actually built.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ ASGTEACH_HUB_SPAWNER           ``folders`` (default: every student's server runs
 ASGTEACH_HUB_MEM_LIMIT         per-student memory, e.g. ``2G`` (default); ASGTEACH_HUB_CPU_LIMIT cores (default 1)
 ASGTEACH_HUB_CULL_TIMEOUT      seconds of inactivity before jupyterhub-idle-culler stops a server (default 3600)
 ASGTEACH_HUB_VENV              the single-user environment (default ``<repo>/.venv``: asgteach, JupyterLab 4,
-                               the ipywidgets and ipycytoscape frontend extensions, jupyterhub, nbgitpuller)
+                               the ipywidgets and anywidget frontend extensions, jupyterhub, nbgitpuller)
 ASGTEACH_HUB_PROXY             the configurable-http-proxy executable (default ``<repo>/.hub/proxy/...``)
 ASGTEACH_HUB_PROXY_TOKEN       set by scripts/hub, which runs the proxy as its own process: the hub then does
                                not start or stop it (``should_start = False``) and talks to it with this token
