@@ -179,8 +179,9 @@ class Plan:
         self._program = generate(live, self.inplace, preloaded, self._out_slots, self._handover, self._same)
         self._run_program = self._program.run
         del live, preloaded
-        # For the short feed path: which slot each feed key fills, and what each leaf expects.
-        self._key_slots: dict[int, tuple[Any, int]] = {}   # id(key) -> (key, slot, or -1 - node id if not needed)
+        # For the short feed path: which slot each feed key fills, and what its leaf expects.
+        #: id(key) -> (key, slot, declared shape, is a float leaf); slot -1 - node id: a node not needed here
+        self._key_slots: dict[int, tuple[Any, int, tuple[int, ...], bool]] = {}
         self._leaf_spec = {slot[n.id]: (n.shape, n.dtype == "float") for n in self.leaves}
         self._env_template: dict[np.dtype, list[Any]] = {}
         self._const_cache: dict[Any, list[tuple[int, np.ndarray]]] = {}
@@ -364,7 +365,8 @@ class Plan:
             for key in group or ():
                 (nid,) = resolve_feeds(self.graph, {key: None})
                 s = self._slot_of(nid)
-                self._key_slots[id(key)] = (key, s if s >= 0 else -1 - nid)
+                shape, is_float = self._leaf_spec.get(s, ((), False))
+                self._key_slots[id(key)] = (key, s if s >= 0 else -1 - nid, shape, is_float)
 
     def _quick_env(self, feeds: Mapping[Any, Any] | None, params: Mapping[Any, Any] | None,
                    dtype: Any) -> list[Any] | None:
@@ -376,7 +378,7 @@ class Plan:
         Anything else goes through :meth:`_prepare`, which converts or explains (a leaf fed
         twice, e.g. by its Tensor and its name, is its error).
         """
-        key_slots, leaf_spec = self._key_slots, self._leaf_spec
+        key_slots = self._key_slots
         filled: list[tuple[int, np.ndarray]] = []
         unneeded: list[int] = []
         run_dtype = None
@@ -384,19 +386,16 @@ class Plan:
             if not group:
                 continue
             for key, value in group.items():
-                hit = key_slots.get(id(key))
+                hit = key_slots.get(id(key))   # one lookup: the key, its slot and what its leaf expects
                 if hit is None or hit[0] is not key:
                     return None
-                slot = hit[1]
+                _, slot, shape, is_float = hit
                 if slot < 0:   # a node of the graph that these outputs do not need
                     if slot in unneeded:
                         return None
                     unneeded.append(slot)
                     continue
-                if type(value) is not np.ndarray:
-                    return None
-                shape, is_float = leaf_spec[slot]
-                if value.shape != shape:
+                if type(value) is not np.ndarray or value.shape != shape:
                     return None
                 vt = value.dtype
                 if is_float:
@@ -407,7 +406,8 @@ class Plan:
                 elif vt.kind not in "iu":
                     return None
                 filled.append((slot, value))
-        if run_dtype is None or len(filled) != len(leaf_spec) or (dtype is not None and np.dtype(dtype) != run_dtype):
+        if run_dtype is None or len(filled) != len(self._leaf_spec) or \
+                (dtype is not None and np.dtype(dtype) != run_dtype):
             return None
         template = self._env_template.get(run_dtype)
         if template is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import secrets
 import threading
@@ -190,9 +191,11 @@ class Trainer:
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
         outs = self._plan.run(all_feeds, on_nan="ignore")
-        skipped = self._plan.stats.get("updates_skipped", 0) if self._device_held else \
-            not all(_finite(o) for o in outs)
-        if skipped or not np.isfinite(outs[0]):
+        if self._device_held:   # the device checked the gradients; the loss comes back to the host
+            refuse = bool(self._plan.stats.get("updates_skipped", 0)) or not np.isfinite(outs[0])
+        else:                   # every output here: the loss, the new parameters and the new state
+            refuse = not _all_finite(outs)
+        if refuse:
             try:
                 self._refuse(all_feeds, outs)
             except NumericsError:
@@ -462,15 +465,23 @@ class _Background:
         return value
 
 
-def _finite(value: Any) -> bool:
-    """Whether a step's output holds only finite numbers (None: kept on the device). One pass, no temporary
-    for the usual case: ``x . x`` is finite when every element is (a huge finite x can overflow it: then
-    each element is looked at)."""
-    if value is None or value.dtype.kind != "f" or not value.size:
-        return True
-    flat = value.reshape(-1)
+def _all_finite(values: Sequence[Any]) -> bool:
+    """Whether a step's outputs hold only finite numbers (None: kept on the device).
+
+    One pass over each output, no temporary for the usual case: ``x . x`` is finite exactly
+    when every element of x is, unless a huge finite x overflows it (then each element is
+    looked at). All outputs are checked under one ``errstate`` (entering one costs about as
+    much as the dot product of a small output), and the dot's scalar is tested by
+    ``math.isfinite``, not by a ufunc call.
+    """
     with np.errstate(all="ignore"):
-        return bool(np.isfinite(flat.dot(flat))) or bool(np.isfinite(flat).all())
+        for value in values:
+            if value is None or value.dtype.kind != "f" or not value.size:
+                continue
+            flat = value.reshape(-1)
+            if not math.isfinite(flat.dot(flat)) and not np.isfinite(flat).all():
+                return False
+    return True
 
 
 def _check_unique_names(params: Sequence[Tensor]) -> None:
