@@ -180,14 +180,17 @@ def _exercises_workspace() -> tuple[Path, str]:
     """The learner's folder of the lessons with the exercises open (solutions cut out), and where it came from.
 
     The student version of every lesson (``asgteach student``'s cut) is written into the copy folder
-    (``$ASGTEACH_LESSONS_DIR``, else ./asgteach-lessons, else ~/asgteach-lessons) when it is not there
-    yet; a notebook already there is the learner's and is never overwritten. Data files come along.
+    (``$ASGTEACH_LESSONS_DIR``, else a checkout's build/student-lessons, else ./asgteach-lessons, else
+    ~/asgteach-lessons) when it is not there yet; a notebook already there is the learner's and is never
+    overwritten. Data files come along.
     """
     from . import resources
     from .course import copy_lessons, default_copy_target
     from .lessons.student import make_student_notebook, read_notebooks
 
     source, target = resources.lessons_dir(), default_copy_target()
+    if resources.is_checkout() and not os.environ.get("ASGTEACH_LESSONS_DIR", "").strip():
+        target = resources.package_dir().parent / "build" / "student-lessons"   # git-ignored, as scripts/lab's
     lessons = [(path, *make_student_notebook(nb, str(path))) for path, nb in read_notebooks(source, "lessons")]
     target.mkdir(parents=True, exist_ok=True)
     added = []
@@ -295,7 +298,7 @@ def cmd_course(args: argparse.Namespace) -> int:
 
     lessons = args.lessons or resources.lessons_dir()
     try:
-        written = write_course(args.dir, lessons)
+        written = write_course(args.dir, lessons, judge_only=args.judge_only)
     except (SolutionMarkerError, FileNotFoundError, ValueError) as e:
         print(f"asgteach course: {e}", file=sys.stderr)
         return 1
@@ -356,7 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
         "lab", allow_abbrev=False, help="start JupyterLab on the lessons (127.0.0.1)",
         description="Start JupyterLab on your exercises, bound to 127.0.0.1: the lessons with every solution cut "
                     "out (as `asgteach student` cuts them), written to a folder you can write to: "
-                    "$ASGTEACH_LESSONS_DIR, else ./asgteach-lessons, else ~/asgteach-lessons; later runs add new "
+                    "$ASGTEACH_LESSONS_DIR, else a checkout's build/student-lessons, else ./asgteach-lessons, else "
+                    "~/asgteach-lessons; later runs add new "
                     "lessons and never overwrite your answers. Stuck after trying? `asgteach solution 03 1` prints "
                     "one exercise's solution. --solutions opens the instructor's lessons instead (a checkout's own "
                     "lessons/, or a copy of the installed ones). The numpy "
@@ -434,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     course.add_argument("dir", metavar="DIR", help="the course directory to write (created if missing)")
     course.add_argument("--lessons", metavar="SRC_DIR", help="the lesson notebooks (default: the course's lessons)")
+    course.add_argument("--judge-only", action="store_true",
+                        help="a new course's config leaves nbgrader's kernel run out of autograde: the judge alone "
+                             "runs each submission (faster; the feedback shows the checks' verdicts, no other output)")
     link = sub.add_parser(
         "link", help="print the nbgitpuller link that brings the lessons into each student's home on a JupyterHub",
         description="Print the URL to hand out: it logs the student into the hub, starts their server, clones (the "

@@ -31,7 +31,7 @@ import pytest
 
 from asgteach import cli
 from asgteach.lessons import ExerciseError, check, exercise
-from asgteach.lessons.nbcourse import POINTS, course_notebook, write_course
+from asgteach.lessons.nbcourse import CONFIG, POINTS, course_notebook, write_course
 from asgteach.lessons.student import SolutionMarkerError, marking
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,12 +171,12 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             '            y2 = at.input("labels", labels.shape, dtype="int")\n'
             "            (d2,) = at.grad(at.nn.cross_entropy(l2, y2), [l2])\n"
             "        return at.run(d2, {l2: Z, y2: labels})\n\n    dZ2 = cross_entropy_grad(Z2, labels2)\n",
-            "which the exercise asks you to write yourself"),
+            "uses at, which a graded answer may not"),
     },
     "07-normalisation": {
         1: ("with exercise(1):\n    def my_layer_norm(x, w, b, eps=1e-5):\n"
             "        return at.run(at.layer_norm(at.constant(x), at.constant(w), at.constant(b), eps=eps), {})\n",
-            "the library's layer_norm"),
+            "uses at, which a graded answer may not"),
     },
     "08-training-an-mlp": {
         2: ("with exercise(2):\n    def warmup_cosine(base_lr, step):\n"
@@ -216,9 +216,9 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
         1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
             "        from asgteach.lessons import reference\n"
             "        return reference.peak_bytes(plan, itemsize), reference.no_reuse_bytes(plan, itemsize)\n",
-            "cannot import name"),
+            "imports from asgteach.lessons"),
         2: ("with exercise(2):\n    from asgteach.lessons.reference import last_use as my_last_use\n",
-            "stopped with an error"),
+            "imports from asgteach.lessons.reference"),
         3: ("with exercise(3):\n    def my_fusible(plan):\n"
             "        return [7, 10, 26, 28]   # copied from the printed chains\n\n    bytes_saved = 0\n",
             "my_fusible(<plan of"),
@@ -249,6 +249,80 @@ def _lazy_files() -> dict[str, dict[int, tuple[str, str]]]:
 
 
 _extra = _lazy_files()
+
+#: attempts on the judge for the lessons whose lazy students live above (tests/lazy's MORE holds the others'):
+#: each lesson gets one more submission that switches a check off, reuses a reference or reaches the interpreter
+MORE.update({
+    "00-welcome": [{
+        1: ("from asgteach.lessons import checks\nchecks.check_tensor = lambda *a, **k: None\n"
+            "A = np.array([-1.0, 0.5, 2.0])\nwith exercise(1):\n    df_value = np.zeros(3)\n", "may not"),
+        2: ("with exercise(2):\n    check_array = lambda *a, **k: None\n    dc_value = np.zeros(2)\n", "may not"),
+    }],
+    "01-derivatives-numerically": [{
+        1: ("with exercise(1):\n    import sys\n    def central_difference(f, x, h):\n"
+            "        return sys.modules['numpy'].gradient(f(x))\n", "imports sys"),
+        2: ("with exercise(2):\n    def numerical_gradient(f, x, h=1e-6):\n"
+            "        return getattr(__import__('asgteach').lessons, 'numerical_gradient')\n", "may not"),
+    }],
+    "02-the-asg": [{
+        2: ("with exercise(2):\n    def evaluate(graph, feeds):\n"
+            "        vals = globals()['at'].run([at.Tensor(graph, n.id) for n in graph.nodes], feeds)\n"
+            "        return {n.id: v for n, v in zip(graph.nodes, vals)}\n", "may not"),
+    }],
+    "04-broadcasting": [{
+        1: ("with exercise(1):\n    def my_sum_to(g, shape):\n        return g\n    check_function = print\n",
+            "may not"),
+        3: ("with exercise(3):\n    from asgteach.ops import registry\n"
+            "    fixed_div_vjp = registry.spec('div').vjp\n", "the library's own backward rule"),
+    }],
+    "05-matrix-calculus": [{
+        1: ("with exercise(1):\n    def matmul_vjp(G, X, W):\n        return eval('G @ W.T'), eval('X.T @ G')\n",
+            "uses eval"),
+        2: ("import asgteach\nasgteach.lessons.checks.check_function = lambda *a, **k: None\n"
+            "with exercise(2):\n    def batched_matmul_vjp(G, X, W):\n        return None\n", "may not"),
+    }],
+    "06-nonlinearities-and-softmax": [{
+        1: ("with exercise(1):\n    def my_log_softmax(z):\n"
+            "        import scipy.special\n        return scipy.special.log_softmax(z, axis=-1)\n", "imports scipy"),
+        3: ("with exercise(3):\n    dead_units = []\n    without = None\n", "may not"),
+    }],
+    "07-normalisation": [{
+        1: ("with exercise(1):\n    def my_layer_norm(x, w, b, eps=1e-5, _ln=at.layer_norm):\n"
+            "        return at.run(_ln(at.constant(x), at.constant(w), at.constant(b), eps=eps), {})\n",
+            "uses at, which a graded answer may not: with numpy only"),
+        2: ("with exercise(2):\n    my_layer_norm_dx = lambda x, w, g, eps=1e-5: vars()['g']\n", "uses vars"),
+    }],
+    "08-training-an-mlp": [{
+        1: ("with exercise(1):\n    def my_adam_step(w, g, m, v, t, lr):\n        opt = at.optim.Adam()\n"
+            "        with at.Graph():\n            W_, G_ = at.input('w', w.shape), at.input('g', g.shape)\n"
+            "            L_, S_ = at.input('lr', ()), at.input('s', ())\n"
+            "            up = opt.build([W_], [G_], L_, S_)\n"
+            "        out = at.run([up.new_params[0], *up.state_out], {W_: w, G_: g, L_: lr, S_: float(t),\n"
+            "                                                          up.state_in[0]: m, up.state_in[1]: v})\n"
+            "        return tuple(out)\n", "uses at, which a graded answer may not: the update in numpy"),
+        3: ("from asgteach.lessons import lesson_checks\nlesson_checks.trained_accuracy = lambda *a: 0.99\n"
+            "with exercise(3):\n    my_accuracy = 0.99\n", "may not"),
+    }],
+    "09-attention-and-a-transformer-block": [{
+        3: ("with exercise(3):\n    from asgteach.lessons import suspects\n"
+            "    diagnosis = {k: v for k, v in suspects.__dict__.items() if k == 'TRUTH'}\n", "may not"),
+    }],
+    "11-backends": [{
+        2: ("with exercise(2):\n    def my_offset_of(i, out_shape, strides):\n        import ctypes\n"
+            "        return 0\n", "imports ctypes"),
+    }],
+    "12-convolution-and-pooling": [{
+        2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        import torch\n"
+            "        return torch.nn.grad.conv2d_weight(x, (gy.shape[1], x.shape[1], kh, kw), gy).numpy()\n",
+            "exercise 2"),
+        3: ("with exercise(3):\n    from asgteach.lessons.lesson_checks import max_pool_routing\n"
+            "    dX5 = np.zeros((4, 4))\n", "may not"),
+    }],
+    "13-graph-engineering": [{
+        3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
+            "    bytes_saved = 0\n", "may not"),
+    }],
+})
 assert not set(_extra) & set(LAZY), f"a lesson's lazy answers live in one place: {sorted(set(_extra) & set(LAZY))}"
 LAZY.update(_extra)
 
@@ -281,24 +355,36 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     course = tmp_path_factory.mktemp("course")
     assert cli.main(["course", str(course)]) == 0
     _nbgrader(course, "generate_assignment", "*")
+    # "solved" and "lazy" are graded as the course's default config does (nbgrader's kernel run, then the judge;
+    # the feedback of "lazy" is checked); "untouched" and the further students (MORE, HONEST) in a copy of the
+    # course whose config leaves the kernel run out (`asgteach course --judge-only`): the judge scores every
+    # exercise either way, and there each notebook runs once
+    judged = course.parent / "course-judge-only"
+    shutil.copytree(course, judged)
+    (judged / "nbgrader_config.py").write_text(CONFIG.format(judge_only=True), encoding="utf-8")
     for stem in GRADED:
         release = course / "release" / stem / f"{stem}.ipynb"
         source = _nb(course / "source" / stem / f"{stem}.ipynb")
         more = [(f"lazy{k + 2}", _lazy_notebook(source, answers, stem)) for k, answers in enumerate(MORE.get(stem, []))]
         more += [(f"honest{k + 1}", _lazy_notebook(source, {n: (code, "") for n, code in answers.items()}, stem))
                  for k, answers in enumerate(HONEST.get(stem, []))]
-        for student, nb in [("untouched", _nb(release)), ("solved", source),
-                            ("lazy", _lazy_notebook(source, LAZY[stem], stem)), *more]:
-            folder = course / "submitted" / student / stem
+        for where, student, nb in [(judged, "untouched", _nb(release)), (course, "solved", source),
+                                   (course, "lazy", _lazy_notebook(source, LAZY[stem], stem)),
+                                   *((judged, s, nb) for s, nb in more)]:
+            folder = where / "submitted" / student / stem
             folder.mkdir(parents=True)
             (folder / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    _nbgrader(course, "autograde", "*", "--create")
-    _nbgrader(course, "export", "--to", "grades.csv")
+    scores = {}
+    for where in (course, judged):
+        if not (where / "submitted").is_dir():
+            continue
+        _nbgrader(where, "autograde", "*", "--create")
+        _nbgrader(where, "export", "--to", "grades.csv")
+        with (where / "grades.csv").open() as f:
+            scores.update({(row["assignment"], row["student_id"]): (float(row["score"]), float(row["max_score"]))
+                           for row in csv.DictReader(f) if (where / "submitted" / row["student_id"]).is_dir()})
     _nbgrader(course, "generate_feedback", "*", "--student", "lazy")
-    with (course / "grades.csv").open() as f:
-        scores = {(row["assignment"], row["student_id"]): (float(row["score"]), float(row["max_score"]))
-                  for row in csv.DictReader(f)}
-    return {"course": course, "scores": scores}
+    return {"course": course, "judged": judged, "scores": scores}
 
 
 @pytest.mark.slow
@@ -337,12 +423,12 @@ def test_a_lazy_student_fails_the_checks_and_the_feedback_says_why(graded: dict,
 @pytest.mark.parametrize("stem", [s for s in GRADED if MORE.get(s)])
 def test_attempts_on_the_judge_score_zero_for_their_exercise(graded: dict, stem: str) -> None:
     """Each further lazy student (tests/lazy's MORE) gets 0 for the exercises it tried and the judge's reason."""
-    course, scores = graded["course"], graded["scores"]
+    scores = graded["scores"]
     for k, answers in enumerate(MORE[stem]):
         student = f"lazy{k + 2}"
         score, max_score = scores[(stem, student)]
         assert score == max_score - POINTS * len(answers), f"{stem} {student}: {score}/{max_score}"
-        outputs = _cell_scores(course / "autograded" / student / stem / f"{stem}.ipynb")
+        outputs = _cell_scores(graded["judged"] / "autograded" / student / stem / f"{stem}.ipynb")
         for n, (_, words) in answers.items():
             errors = [o for o in outputs[f"exercise-{n}-check"] if o["output_type"] == "error"]
             assert errors and words in errors[0]["evalue"], f"{stem} {student} exercise {n}: {errors}"
@@ -352,12 +438,12 @@ def test_attempts_on_the_judge_score_zero_for_their_exercise(graded: dict, stem:
 @pytest.mark.parametrize("stem", [s for s in GRADED if HONEST.get(s)])
 def test_honest_answers_in_other_styles_score_full_marks(graded: dict, stem: str) -> None:
     """Each honest student (tests/lazy's HONEST) gets the maximum: the judge accepts every right answer it was shown."""
-    course, scores = graded["course"], graded["scores"]
+    scores = graded["scores"]
     for k in range(len(HONEST[stem])):
         student = f"honest{k + 1}"
         score, max_score = scores[(stem, student)]
         if score != max_score:
-            outputs = _cell_scores(course / "autograded" / student / stem / f"{stem}.ipynb")
+            outputs = _cell_scores(graded["judged"] / "autograded" / student / stem / f"{stem}.ipynb")
             errors = {g: o[0].get("evalue") for g, o in outputs.items() if o and o[0]["output_type"] == "error"}
             pytest.fail(f"{stem} {student}: {score}/{max_score}: {errors}")
 

@@ -161,12 +161,23 @@ def test_numerical_gradient_uses_only_the_forward_graph() -> None:
 
 def test_check_vjp_rule_accepts_the_real_rule_and_rejects_a_wrong_one() -> None:
     cases = [[(4, 3), (4, 1)], [(3,), ()]]
-    check_vjp_rule("div", registry.spec("div").vjp, cases)
+
+    def written_out(c, g):            # the rule as lesson 4's exercise 3 asks for it
+        a, b = c.inputs
+        return (at.sum_to(g / b, a.shape) if c.needs[0] else None,
+                at.sum_to(at.neg(g) * c.out / b, b.shape) if c.needs[1] else None)
+
+    check_vjp_rule("div", written_out, cases)
+    library = registry.spec("div").vjp
+    with pytest.raises(ExerciseError, match="the library's own backward rule of 'div'"):
+        check_vjp_rule("div", library, cases)          # handing in the library's rule is not the exercise
+    with bugs.mystery(4):
+        planted = registry.spec("div").vjp             # the bug hunt's rule, which forgets to sum
     with pytest.raises(ExerciseError, match=r"case 1: div of shapes \[\(4, 3\), \(4, 1\)\]"):
-        check_vjp_rule("div", bugs._div_vjp_without_sum, cases)
+        check_vjp_rule("div", planted, cases)
     with pytest.raises(ExerciseError, match="building the gradient with your rule failed"):
         check_vjp_rule("div", lambda c, g: (g, g), cases)
-    assert registry.spec("div").vjp is not bugs._div_vjp_without_sum  # restored after each case
+    assert registry.spec("div").vjp is library  # restored after each case
 
 
 # --- planted bugs -------------------------------------------------------------------------------------

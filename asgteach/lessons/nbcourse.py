@@ -44,7 +44,7 @@ __all__ = ["POINTS", "CONFIG", "JUDGE_LINE", "course_notebook", "write_course"]
 #: points of one exercise's check cell
 POINTS = 1
 
-#: the nbgrader_config.py written into a new course directory
+#: the nbgrader_config.py written into a new course directory (``CONFIG.format(judge_only=False)``)
 CONFIG = '''\
 # nbgrader configuration of the asgteach course, written by `asgteach course`.
 # Run nbgrader's commands in this folder; see docs/teaching.md ("Grading with nbgrader").
@@ -63,7 +63,7 @@ if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
 
 c.CourseDirectory.course_id = "asgteach"
 # what a student sees in place of a solution; `with exercise(N):` reports it as "not done yet"
-c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}
+c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
 # a lesson trains small networks: give a cell a few minutes before autograde gives up on it
 c.Execute.timeout = 300
 
@@ -77,8 +77,12 @@ from nbgrader.preprocessors import (  # noqa: E402
 
 from asgteach.lessons.judge_nbgrader import JudgeChecks  # noqa: E402
 
-c.Autograde.autograde_preprocessors = [Execute, JudgeChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-                                       SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+# JUDGE_ONLY = True leaves nbgrader's kernel run out: faster (each notebook runs once, in the judge), but the
+# feedback then shows the check cells' verdicts and no other outputs. `asgteach course DIR --judge-only` writes True.
+JUDGE_ONLY = {judge_only}
+c.Autograde.autograde_preprocessors = ([] if JUDGE_ONLY else [Execute]) + [
+    JudgeChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
+    CheckCellMetadata]
 '''
 
 #: the line of CONFIG that makes the judge score the exercises (an instructor's own config needs it too)
@@ -130,8 +134,10 @@ def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = PO
     return {**nb, "cells": cells}, points * mark.count
 
 
-def write_course(out_dir: str | Path, lessons: str | Path) -> list[tuple[Path, int]]:
+def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = False) -> list[tuple[Path, int]]:
     """Write the nbgrader course of every lesson notebook in ``lessons`` into ``out_dir``.
+
+    ``judge_only``: the config written (for a new course) leaves nbgrader's kernel run out of autograde.
 
     Returns (written notebook, its points) per lesson. Every lesson is converted before
     anything is written, so a marking error leaves ``out_dir`` untouched. An existing
@@ -142,7 +148,7 @@ def write_course(out_dir: str | Path, lessons: str | Path) -> list[tuple[Path, i
     out.mkdir(parents=True, exist_ok=True)
     config = out / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG, encoding="utf-8")
+        config.write_text(CONFIG.format(judge_only=judge_only), encoding="utf-8")
     written = []
     for stem, nb, points in converted:
         folder = out / "source" / stem

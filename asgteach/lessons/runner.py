@@ -15,7 +15,9 @@ graded check; ``other``, a cell the student added). The runner:
    matplotlib without a display); before each submitted cell and each check it binds again the
    names the instructor's cells bound to modules and functions (``checks_precision``,
    ``check_array``, ``np``...), so an answer cannot rebind them;
-4. for each check cell, **forks**: the child puts back every module attribute the submission
+4. for each check cell, **forks** (or, once wgpu or another thread runs in the process, where a fork
+   could hang, starts a fresh runner that replays the cells up to that check and judges it there): the child
+   puts back every module attribute the submission
    changed (a replaced check, ``np.allclose``, a reference), runs the check under
    ``check(N, graded=True)``, then compares the modules with the notes again (a change made
    *while the check ran* fails it), and writes one JSON line with the verdict; the parent waits
@@ -39,6 +41,9 @@ from types import ModuleType
 from typing import Any
 
 __all__ = ["main"]
+
+#: seconds one check may take (nbgrader gives a cell 300 s in the course's config)
+CHECK_TIMEOUT = 300.0
 
 #: modules whose attributes a submission must leave alone (prefixes)
 GUARDED = ("asgteach", "numpy", "builtins", "math", "functools", "operator", "itertools", "contextlib",
@@ -157,8 +162,11 @@ def _guard(workdir: str, secret_paths: list[str]) -> tuple[Any, Any]:
         elif event == "import" and args and isinstance(args[0], str):
             if args[0] in ("ctypes", "_ctypes", "cffi") or (args[0].endswith("answer_keys") and not keys_ok):
                 refuse(f"importing {args[0]}")
-        elif event.startswith(REFUSED) and not (keys_ok and event in ("sys.settrace", "sys.setprofile")):
-            refuse(event)   # (a check may profile the answer it calls: checks_scratch counts calls that way)
+        elif event.startswith(REFUSED) and not (keys_ok and (event in ("sys.settrace", "sys.setprofile")
+                                                             or event.startswith("ctypes."))):
+            # (a check may profile the answer it calls, as checks_scratch counts calls, and run the GPU backend,
+            # whose driver binding uses ctypes; an answer cannot import ctypes, the hands-off rule says so)
+            refuse(event)
 
     sys.addaudithook(hook)
 
@@ -200,21 +208,63 @@ def _check_in_fork(n: int, source: str, ns: dict, notes: _Notes, protected: dict
         os.write(write_end, (json.dumps(verdict) + "\n").encode())
         os._exit(0)
     os.close(write_end)
-    data = b""
-    while chunk := os.read(read_end, 65536):
+    import select
+    import signal
+    import time
+
+    data, deadline = b"", time.monotonic() + CHECK_TIMEOUT
+    while True:
+        ready, _, _ = select.select([read_end], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:                      # ran past its time (a loop, or a lock a fork cannot take): stop it
+            os.kill(pid, signal.SIGKILL)
+            data = b"timeout"
+            break
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
         data += chunk
     os.close(read_end)
     os.waitpid(pid, 0)
+    return _verdict_from(n, data)
+
+
+def _verdict_from(n: int, data: bytes) -> dict:
+    """The one verdict line a check's process wrote, or a failure that says why there is none."""
+    if data == b"timeout":
+        return {"exercise": n, "passed": False, "output": "",
+                "message": f"exercise {n}: the check ran past {CHECK_TIMEOUT:.0f} s and was stopped"}
     lines = data.decode(errors="replace").splitlines()
-    if len(lines) != 1:
+    try:
+        verdict = json.loads(lines[0]) if len(lines) == 1 else None
+    except ValueError:
+        verdict = None
+    if not isinstance(verdict, dict) or verdict.get("exercise") != n:
         return {"exercise": n, "passed": False, "output": "",
                 "message": f"exercise {n}: the check did not finish (the answer ended the process or wrote to "
                            "the check's channel)"}
-    verdict = json.loads(lines[0])
-    if verdict.get("exercise") != n:
-        verdict = {"exercise": n, "passed": False, "output": "", "message": f"exercise {n}: the check's reply was "
-                   "garbled"}
     return verdict
+
+
+def _fork_unsafe() -> bool:
+    """Would a fork of this process hang? It may when another thread holds a lock (wgpu's device threads do)."""
+    import threading
+
+    return "wgpu" in sys.modules or threading.active_count() > 1
+
+
+def _check_in_fresh_runner(n: int, cells: list[dict], index: int, workdir: str) -> dict:
+    """Check ``n`` in a new runner that replays ``cells`` up to it and judges it there (where a fork could hang)."""
+    import subprocess
+    import tempfile
+
+    sub = tempfile.mkdtemp(prefix=f"check-{n}-", dir=workdir)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "asgteach.lessons.runner", sub],
+                              input=json.dumps({"cells": cells[: index + 1], "until": index}), capture_output=True,
+                              text=True, timeout=CHECK_TIMEOUT + 120, cwd=sub)
+        return _verdict_from(n, proc.stdout.encode())
+    except subprocess.TimeoutExpired:
+        return _verdict_from(n, b"timeout")
 
 
 def _judge_here(n: int, source: str, ns: dict, notes: _Notes, protected: dict, set_trusted: Any, attempts: Any,
@@ -322,9 +372,19 @@ def main(argv: list[str] | None = None) -> int:
     for index, cell in enumerate(job["cells"]):
         kind, source, n = cell["kind"], cell["source"], cell.get("exercise")
         if kind == "check":
-            verdict = _check_in_fork(n, source, ns, notes, protected, set_trusted, attempts,
-                                     tampered.get(n, []) + [f"(refused: {r})" for r in refused.get(n, [])], workdir)
-            os.write(channel, (json.dumps(verdict) + "\n").encode())
+            told = tampered.get(n, []) + [f"(refused: {r})" for r in refused.get(n, [])]
+            if index == job.get("until"):   # a replay for this one check: judge it here, in-process, and stop
+                verdict = _judge_here(n, source, ns, notes, protected, set_trusted, attempts, told, workdir)
+                os.write(channel, (json.dumps(verdict) + "\n").encode())
+                return 0
+            if job.get("until") is not None:
+                verdict = None              # a replay judges its last check only
+            elif _fork_unsafe():
+                verdict = _check_in_fresh_runner(n, job["cells"], index, workdir)
+            else:
+                verdict = _check_in_fork(n, source, ns, notes, protected, set_trusted, attempts, told, workdir)
+            if verdict is not None:
+                os.write(channel, (json.dumps(verdict) + "\n").encode())
             # and once more here, its verdict unused, when it defines a name a later cell reads (07's X3). Then the
             # answer keys it loaded leave this process, which goes on to run later answers
             if _defines_what_is_read(source, [c["source"] for c in job["cells"][index + 1:]]):
