@@ -134,7 +134,7 @@ def run(ctx: Rewriting) -> str:
     """Find LayerNorm input gradients; run their one kernel; drop the nodes only they needed."""
     g, f, outs, compute = ctx.graph, ctx.f, ctx.outs, ctx.compute
     order = {n.id: k for k, n in enumerate(compute)}
-    marks = {}
+    found_at = {}   # dx node -> (op, inputs, attrs, by-products its kernel may write)
     for n in compute:
         if n.op != "mul" or n.dtype != "float":
             continue
@@ -144,8 +144,8 @@ def run(ctx: Rewriting) -> str:
         inputs, eps, xhat = found
         ready = [spec(g.nodes[i].op).leaf or order.get(i, len(order)) < order[n.id] for i in inputs]
         if all(ready):
-            marks[n.id] = (OP, inputs, {"eps": eps}, {"xhat": xhat})
-    if not marks:
+            found_at[n.id] = (OP, inputs, {"eps": eps}, {"xhat": xhat})
+    if not found_at:
         return "no LayerNorm input gradient in this plan"
     # Liveness, walked back from the outputs: a shortcut node needs its op's inputs instead of its own. A
     # by-product the shortcut's kernel can write (x_hat) is taken from it when every kernel that still reads
@@ -156,8 +156,8 @@ def run(ctx: Rewriting) -> str:
     for n in reversed(compute):
         if n.id not in live:
             continue
-        if n.id in marks:
-            op, inputs, attrs, stores = marks[n.id]
+        if n.id in found_at:
+            op, inputs, attrs, stores = found_at[n.id]
             f.shortcuts[n.id] = (op, inputs, attrs)
             needs: tuple[int, ...] = inputs
             for role, s in stores.items():
