@@ -87,3 +87,15 @@ def test_all_passes_together_are_the_default_plan() -> None:
     assert plain.passes == [] and "plain plan" in str(plain.passes)
     _check(g, outs, feeds, full, "all passes")
     _check(g, outs, feeds, plain, "plain plan")
+
+
+def test_at_compile_caches_the_plain_plan_apart_and_only_the_gpu_has_one() -> None:
+    g, outs, _ = _step()
+    plain = at.compile(outs, backend="wgpu", optimize=False)
+    assert at.compile(outs, backend="wgpu", optimize=False) is plain
+    assert at.compile(outs, backend="wgpu") is not plain and not plain.optimize
+    assert "plain" in repr(plain) and not plain.passes
+    computed = [i for i in plain.node_ids if g.nodes[i].op not in ("input", "parameter", "constant")]
+    assert {d.node.id for d in plain.dispatches} == set(computed), "one kernel per compute node"
+    with pytest.raises(ValueError, match="plain plan"):
+        at.compile(outs, backend="numpy", optimize=False)
