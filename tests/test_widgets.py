@@ -538,3 +538,23 @@ def test_expand_all_over_2000_nodes_warns_with_count_and_estimate_first():
     _press(v, "expand")
     assert v.expanded is None and len(v.canvas.elements) > EXPAND_WARN_AT
     assert v.canvas.toolbar["expand_label"] == "Collapse layers"
+
+
+def test_a_view_is_displayed_as_its_picture_then_the_widget_two_outputs() -> None:
+    """One output holding both would show only the widget's "model not found" once the kernel is gone."""
+    from asgteach.widgets.view import GraphView
+
+    with at.Graph():
+        x = at.input("x", (2, 3))
+        y = at.sum(at.tanh(x))
+        at.grad(y, [x])
+    view = GraphView(y)
+    picture, widget = view.display_outputs()
+    assert set(picture) == {"image/png", "image/svg+xml"} and 'class="asg-picture' in picture["image/svg+xml"]
+    assert "application/vnd.jupyter.widget-view+json" in widget and "image/png" not in widget
+    assert widget["text/plain"] == "", "an untrusted notebook shows this output's text under the picture"
+    tail = view.canvas.picture_tail
+    assert len(tail) == 96 and picture["image/png"].strip().endswith(tail)
+    other = GraphView(x * 2.0)
+    other.display_outputs()
+    assert other.canvas.picture_tail != tail, "the browser finds the picture by this tail: another picture differs"

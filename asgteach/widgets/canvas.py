@@ -58,3 +58,6 @@ class GraphCanvas(anywidget.AnyWidget):
     fit_seq = traitlets.Int(0).tag(sync=True)
     #: what the reader did, set by the browser
     event = traitlets.Dict().tag(sync=True)
+    #: the end of the base64 text of the picture displayed just before this view (see
+    #: ``GraphView.display_outputs``): the browser hides that picture while the live view stands in for it
+    picture_tail = traitlets.Unicode("").tag(sync=True)

@@ -77,11 +77,13 @@ def _why_picture() -> str | None:
 
 
 def view_bundle(view: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-    """A GraphView's display data: the widget view, and beside it the picture (PNG + SVG), no HTML.
+    """A GraphView's display data as ONE bundle: the widget view and the picture (PNG + SVG), no HTML.
 
-    A live front-end draws the widget; an untrusted or reopened notebook, nbconvert and GitHub show
-    the picture. ``text/html`` is left out on purpose: JupyterLab shows the first *safe* type of an
-    untrusted output, and sanitized HTML comes before ``image/png``.
+    For a front-end that asks an object for one bundle. In IPython a view is displayed as two
+    outputs instead (``GraphView.display_outputs``: the picture, then the widget), so that a
+    notebook reopened after its kernel died still shows the picture. ``text/html`` is left out on
+    purpose: JupyterLab shows the first *safe* type of an untrusted output, and sanitized HTML
+    comes before ``image/png``.
     """
     bundle = view._repr_mimebundle_(include=include, exclude=exclude)
     data = dict(bundle[0] if isinstance(bundle, tuple) else bundle)
@@ -156,9 +158,7 @@ def show(
     view = GraphView(x, values=values, feeds=feeds, trainer=trainer, lang=lang, mode=mode, collapse=collapse,
                      present=present, details=details)
     if display and _in_kernel():
-        from IPython.display import display as _display
-
-        _display(view_bundle(view), raw=True)
+        view._ipython_display_()   # two outputs: the picture, then the live view (which hides it)
         return None
     return view
 
@@ -166,16 +166,21 @@ def show(
 def notebook_bundle(x: Any, include: Any = None, exclude: Any = None) -> dict[str, Any]:
     """The display data of a Graph or Tensor that ends a notebook cell.
 
-    In a kernel with the widget packages: the GraphView (:func:`view_bundle`: its widget view
-    plus its picture). Elsewhere, and where no browser is attached (``nbconvert --execute``):
-    the picture (PNG + SVG) and the plain repr. Never a claim about what is installed: the
-    picture says "run this cell to click the nodes".
+    In a kernel with the widget packages: the GraphView, as its two outputs
+    (``GraphView.display_outputs``): the picture is displayed first, here, and the widget view is
+    what this returns, so a notebook reopened after its kernel died still shows the picture.
+    Elsewhere, and where no browser is attached (``nbconvert --execute``): the picture (PNG + SVG)
+    and the plain repr. Never a claim about what is installed: the picture says "run this cell
+    to click the nodes".
     """
     plain = repr(x)
     if _in_kernel() and widgets_available() and not _picture_only():
+        from IPython.display import display as _display
+
         from .view import GraphView
 
-        data = view_bundle(GraphView(x), include=include, exclude=exclude)
+        picture, data = GraphView(x).display_outputs()
+        _display(picture, raw=True)
     else:
         from .picture import picture_mimebundle
 

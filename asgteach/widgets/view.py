@@ -505,6 +505,29 @@ class GraphView:
         data.update(picture_mimebundle(self, expanded=set()) if drawn > COLLAPSE_AT else picture_mimebundle(self))
         return data
 
+    def display_outputs(self) -> list[dict[str, Any]]:
+        """What a notebook shows for this view: TWO outputs, the picture first, then the widget view.
+
+        One output holding both would not do: a trusted notebook reopened after its kernel died
+        draws only the widget's "model not found" error for it (the widget renderer does not fall
+        back to another type of the same output). As two outputs, the picture stays readable there,
+        and while the widget is live its browser code hides that picture (it knows it by the end of
+        its base64 text, ``canvas.picture_tail``: the last bytes of every PNG are the same IEND
+        chunk, the bytes before them are this picture's checksums).
+        """
+        bundle = self._repr_mimebundle_()
+        picture = {k: bundle.pop(k) for k in ("image/png", "image/svg+xml")}
+        self.canvas.picture_tail = picture["image/png"].strip()[-96:]
+        bundle["text/plain"] = ""   # an untrusted notebook shows this output's text: nothing under the picture
+        return [picture, bundle]
+
+    def _ipython_display_(self) -> None:
+        """IPython's ``display(view)``, and a view ending a cell: the picture, then the widget (display_outputs)."""
+        from IPython.display import display
+
+        for data in self.display_outputs():
+            display(data, raw=True)
+
     def _display_(self) -> Any:
         """marimo draws this (its protocol for objects that stand for a widget): the anywidget itself."""
         return self.widget

@@ -64,6 +64,30 @@ function button(cls, onClick) {
   return b;
 }
 
+// The picture of this view is displayed as the output just before it, for where no widget runs (an
+// untrusted notebook, one reopened after its kernel died). While this live view stands in for it,
+// that picture is hidden, and shown again when the view goes. It is the previous output, holding an
+// image of ours: a PNG whose data ends with `picture_tail`, or our SVG (class asg-picture). A
+// front-end without that output structure gets the PNG looked up by its tail in the whole page.
+function isOurPicture(img, tail) {
+  const src = (img.getAttribute("src") || "").trimEnd();
+  if (src.startsWith("data:image/png")) return Boolean(tail) && src.endsWith(tail);
+  return src.startsWith("data:image/svg") && src.includes("asg-picture");
+}
+
+function hidePicture(el, tail) {
+  const hide = (box) => { box.style.display = "none"; return box; };
+  const output = el.closest(".jp-OutputArea-child, .output_area");
+  if (output) {
+    const prev = output.previousElementSibling;
+    const img = prev && prev.querySelector("img");
+    const inline = prev && prev.querySelector("svg.asg-picture");
+    return prev && ((img && isOurPicture(img, tail)) || inline) && prev.style.display !== "none" ? [hide(prev)] : [];
+  }
+  return [...document.querySelectorAll('img[src^="data:image/png"]')]
+    .filter((img) => isOurPicture(img, tail) && img.style.display !== "none").map(hide);
+}
+
 function render({ model, el }) {
   const root = document.createElement("div");
   root.className = "asg-graphview";
@@ -265,13 +289,17 @@ function render({ model, el }) {
   let waiting = true;
   const wait = () => {
     if (!waiting) return;
-    if (canvas.isConnected) start();
-    else requestAnimationFrame(wait);
+    if (canvas.isConnected) {
+      start();
+      hidden = hidePicture(el, model.get("picture_tail"));
+    } else requestAnimationFrame(wait);
   };
+  let hidden = [];
   wait();
 
   return () => {
     waiting = false;
+    for (const box of hidden) box.style.display = "";
     ro.disconnect();
     for (const [name, fn] of Object.entries(handlers)) model.off(name, fn);
     if (cy) cy.destroy();
