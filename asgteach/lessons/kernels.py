@@ -6,7 +6,7 @@ many workgroups) and then pipelines and buffers on a device. The first step need
 adapter, so a class without a GPU driver can still read the exact WGSL a node would run
 and the numbers its kernel would receive. With an adapter, ``plan.shader_for(node)``
 returns the same text for a node the plan does not rewrite (reshapes share buffers and
-transposes feeding a matmul are read in place: see ``asgteach.backends.wgpu_fuse``).
+transposes feeding a matmul are read in place: see the passes in ``asgteach.backends.wgpu_passes``).
 """
 
 from __future__ import annotations
