@@ -474,6 +474,34 @@ HONEST["02-the-asg"] = [{
         "        rows_scaled = a5 * at.reshape(v5, (5, 1))\n    rows_value = at.run(rows_scaled, {a5: A5, v5: V5})\n"),
 }]
 
+HONEST["08-training-an-mlp"] = [{
+    1: ("with exercise(1):\n    def my_adam_step(w, g, m, v, t, lr):\n        m = 0.9 * m + 0.1 * g\n"
+        "        v = 0.999 * v + 0.001 * g ** 2\n        m_hat, v_hat = m / (1 - 0.9 ** t), v / (1 - 0.999 ** t)\n"
+        "        return w - lr * m_hat / (np.sqrt(v_hat) + 1e-8), m, v\n"),
+    2: ("import math\nwith exercise(2):\n    def warmup_cosine(base_lr, step):\n        if step < 10:\n"
+        "            return base_lr * (step + 1) / 10\n        if step >= 100:\n            return 0.0\n"
+        "        return 0.5 * base_lr * (1 + math.cos(math.pi * (step - 10) / 90))\n"),
+    3: ("with exercise(3):\n    model3 = digits_model()\n"
+        "    my_trainer = at.Trainer(model3['loss'], optimizer=at.optim.SGD(lr=0.2, momentum=0.9), seed=1)\n"
+        "    data3 = at.DataLoader(at.Dataset({model3['x']: X_train, model3['labels']: y_train}), batch_size=64,\n"
+        "                          shuffle=True, seed=1)\n    my_trainer.fit(data3, epochs=10, progress=False)\n"
+        "    my_accuracy = float(test_accuracy(my_trainer, model3))\n"),
+}, {
+    1: ("with exercise(1):\n    def my_adam_step(w, g, m, v, t, lr):\n        beta1, beta2 = 0.9, 0.999\n"
+        "        m_new = beta1 * m + (1 - beta1) * g\n        v_new = beta2 * v + (1 - beta2) * np.square(g)\n"
+        "        step = lr * np.sqrt(1 - beta2 ** t) / (1 - beta1 ** t)\n"
+        "        eps_hat = 1e-8 * np.sqrt(1 - beta2 ** t)\n"
+        "        return w - step * m_new / (np.sqrt(v_new) + eps_hat), m_new, v_new\n"),
+    2: ("with exercise(2):\n    def warmup_cosine(base_lr, step):\n        warm = base_lr * min(step + 1, 10) / 10\n"
+        "        progress = min(max(step - 10, 0), 90) / 90\n"
+        "        return warm if step < 10 else base_lr * (np.cos(np.pi * progress) + 1) / 2\n"),
+    3: ("with exercise(3):\n    model3 = digits_model()\n"
+        "    my_trainer = at.Trainer(model3['loss'], optimizer=at.optim.SGD(lr=0.5), seed=2)\n"
+        "    data3 = at.DataLoader(at.Dataset({model3['x']: X_train, model3['labels']: y_train}), batch_size=64,\n"
+        "                          shuffle=True, seed=2)\n    my_trainer.fit(data3, epochs=20, progress=False)\n"
+        "    my_accuracy = test_accuracy(my_trainer, model3)\n"),
+}]
+
 #: attempts on the judge for the lessons whose lazy students live above (tests/lazy's MORE holds the others'):
 #: each lesson gets one more submission that switches a check off, reuses a reference or reaches the interpreter
 MORE.update({

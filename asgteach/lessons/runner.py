@@ -9,8 +9,8 @@ graded check; ``other``, a cell the student added). The runner:
    module's attributes (and the attributes of the classes those modules define);
 2. installs an audit hook (:func:`sys.addaudithook`: Python code cannot remove one) which, while
    submitted code runs, refuses to start processes, to fork, to load native code with ctypes, to
-   open sockets, to write files outside WORKDIR and to read or import the answer keys and the
-   judge's own files (an attempt is recorded, and fails the next check);
+   open sockets, to write files outside WORKDIR and to read or import the answer keys (an attempt
+   is recorded, and fails the next check);
 3. runs the cells in order in one namespace, as a kernel would (``%magic`` lines skipped,
    matplotlib without a display); before each submitted cell and each check it binds again the
    names the instructor's cells bound to modules and functions (``checks_precision``,
@@ -180,8 +180,8 @@ def _code(source: str) -> str:
     return "\n".join(("pass" if line.lstrip().startswith(("%", "!")) else line) for line in source.splitlines())
 
 
-def _run_cell(source: str, ns: dict, filename: str) -> str | None:
-    """Run one cell; its error, formatted, or None."""
+def _run_cell(source: str, ns: dict, filename: str) -> BaseException | None:
+    """Run one cell; the error it stopped with, or None (logged later, by trusted code: see _log_error)."""
     import linecache
 
     code = _code(source)
@@ -191,10 +191,15 @@ def _run_cell(source: str, ns: dict, filename: str) -> str | None:
     except BaseException as e:  # noqa: BLE001 - a failing cell does not stop the notebook (as in nbgrader)
         if isinstance(e, KeyboardInterrupt):
             raise
-        text = "".join(traceback.format_exception(type(e), e, e.__traceback__)).strip()
-        print(f"[runner] {filename} stopped:\n{text}", file=sys.stderr, flush=True)
-        return text
+        return e
     return None
+
+
+def _log_error(error: BaseException | None, filename: str) -> None:
+    """Write a cell's error to the log. Called in trusted mode: formatting reads source files (the runner's own)."""
+    if error is not None:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__)).strip()
+        print(f"[runner] {filename} stopped:\n{text}", file=sys.stderr, flush=True)
 
 
 def _check_in_fork(n: int, source: str, ns: dict, notes: _Notes, protected: dict, set_trusted: Any,
@@ -360,8 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     here = Path(__file__).resolve().parent
-    secrets = [str(here / "answer_keys.py"), str(here / "judge.py"), str(here / "runner.py"),
-               str(here / "__pycache__")]
+    # the answer keys' source and compiled file (the checker's own source is public: tracebacks and warnings read it)
+    secrets = [str(here / "answer_keys.py")] + [str(p) for p in (here / "__pycache__").glob("answer_keys.*")]
     set_trusted, attempts = _guard(workdir, secrets)
     notes = _Notes()
     notes.take(set(sys.modules))
@@ -390,15 +395,16 @@ def main(argv: list[str] | None = None) -> int:
             if _defines_what_is_read(source, [c["source"] for c in job["cells"][index + 1:]]):
                 ns.update(protected)
                 set_trusted("check")
-                _run_cell(source, ns, f"<check {n}, for its definitions>")
+                error = _run_cell(source, ns, f"<check {n}, for its definitions>")
                 set_trusted("trusted")
+                _log_error(error, f"<check {n}>")
                 notes.restore()
                 _forget_keys()
             continue
         before = set(sys.modules)
         if kind == "context":
             ns.update(protected)
-            _run_cell(source, ns, f"<cell {index}>")
+            _log_error(_run_cell(source, ns, f"<cell {index}>"), f"<cell {index}>")
             notes.take(set(sys.modules) - before)
             _forget_keys()    # a lesson's cell may use a reference (18's truncation_bias): not for the answers
             for name, value in ns.items():
@@ -409,8 +415,9 @@ def main(argv: list[str] | None = None) -> int:
             ns.update(protected)
             seen = len(attempts())
             set_trusted("answer")
-            _run_cell(source, ns, f"<cell {index}>")
+            error = _run_cell(source, ns, f"<cell {index}>")
             set_trusted("trusted")
+            _log_error(error, f"<cell {index}>")
             if n is not None:
                 tampered.setdefault(n, []).extend(notes.changes())
                 refused.setdefault(n, []).extend(attempts()[seen:])
