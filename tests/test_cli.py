@@ -260,8 +260,17 @@ def test_lab_prints_the_folder_and_the_backends_before_starting(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_lab_copy_only_in_a_checkout_opens_its_lessons() -> None:
-    proc = _run([ASGTEACH, "lab", "--copy-only"])
+def test_lab_opens_the_exercises_and_the_solutions_only_when_asked(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    proc = _run([ASGTEACH, "lab", "--copy-only"], env={"ASGTEACH_LESSONS_DIR": str(mine)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"lessons: {mine} (your exercises"), proc.stdout
+    copied = sorted(p.name for p in mine.glob("*.ipynb"))
+    assert copied == sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert any("BEGIN SOLUTION" in p.read_text(encoding="utf-8") for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert not [n for n in copied if "BEGIN SOLUTION" in (mine / n).read_text(encoding="utf-8")], \
+        "a learner's copy holds a solution"
+    proc = _run([ASGTEACH, "lab", "--copy-only", "--solutions"])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"lessons: {ROOT / 'lessons'} (the lessons of this checkout)"
 

@@ -100,7 +100,10 @@ def test_readme_first_command_installs_and_serves_from_a_fresh_clone(tmp_path: P
                 time.sleep(1)
                 listing = _answer(f"{base}/api/contents?token={token}")
             served_after = time.monotonic() - t0
-            assert '"00-welcome.ipynb"' in listing, f"the server does not open lessons/: {listing[:400]}"
+            assert '"00-welcome.ipynb"' in listing, f"the server does not open the lessons: {listing[:400]}"
+            lesson = _answer(f"{base}/api/contents/03-chain-rule-and-reverse-mode.ipynb?token={token}")
+            assert lesson is not None and "exercise(" in lesson and "BEGIN SOLUTION" not in lesson, \
+                "./scripts/lab must open the exercises, not the instructor's solutions"
             page = _answer(f"{base}/lab?token={token}")
             assert page is not None and "JupyterLab" in page
         finally:
@@ -112,7 +115,7 @@ def test_readme_first_command_installs_and_serves_from_a_fresh_clone(tmp_path: P
                 proc.wait()
     out = log_path.read_text()
     assert f"pip install -e '.[dev,gpu,course,hub]' into {clone / '.venv'}" in out, out[-3000:]
-    assert f"lessons: {clone / 'lessons'} (the folder you asked for)" in out, out[-3000:]  # scripts/lab: --dir
+    assert f"lessons: {clone / 'build' / 'student-lessons'} (your exercises" in out, out[-3000:]
     assert re.search(r"^backends: numpy", out, re.M), out[-3000:]
     assert (clone / ".venv" / "bin" / "asgteach").is_file()
     print(f"fresh clone: installed and serving after {served_after:.0f} s")
