@@ -272,10 +272,8 @@ PROTOCOL_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_d
 PRIVATE_READS_ALLOWED: dict[str, int] = {
     "test_lesson_custom_op.py": 2,          # _elu, _gpu
     "test_lesson_deep.py": 1,               # _predicted
-    "test_lesson_memory.py": 7,             # _every, _mlp_step, _peak, _peaks
     "test_lesson_scratch.py": 1,            # _Scalar
     "test_lessons_checks.py": 11,           # _div_vjp_without_sum, _fusible_values, _fusion_chains, _last_use, _no_r...
-    "test_lessons_suspects.py": 5,          # _TRUTH
 }
 
 

@@ -12,6 +12,39 @@ from asgteach.lessons import ExerciseError, checks_memory
 from asgteach.lessons.checks_memory import budget_check, checkpointed, recompute_check
 
 
+# --- the lesson's model and its peaks, built here from public names (an oracle apart from the check's own) ---
+def _mlp_step(n_layers, batch, width, activation="tanh", seed=None):
+    """Layers h = act(h @ w + b), loss mean((h - t)^2) and its gradients; each layer's (z, a, h) ids; feeds."""
+    act = getattr(at, activation)
+    with at.Graph(name=f"test: {n_layers}-layer {activation} MLP"):
+        x, t = at.input("x", (batch, width)), at.input("t", (batch, width))
+        h, params, layers = x, [], []
+        for i in range(1, n_layers + 1):
+            w, b = at.parameter(f"w{i}", (width, width)), at.parameter(f"b{i}", (width,))
+            z = h @ w
+            a = z + b
+            h = act(a)
+            params += [w, b]
+            layers.append([z.node_id, a.node_id, h.node_id])
+        loss = at.mean((h - t) ** 2)
+        grads = at.grad(loss, params)
+    rng = np.random.default_rng(seed)
+    feeds = {"x": rng.standard_normal((batch, width)), "t": rng.standard_normal((batch, width))}
+    for i in range(1, n_layers + 1):
+        feeds[f"w{i}"] = rng.standard_normal((width, width)) / np.sqrt(width)
+        feeds[f"b{i}"] = 0.1 * rng.standard_normal(width)
+    return [loss, *grads], layers, feeds
+
+
+def _every(layers, k):
+    """Segments of k layers: their forward nodes, all but each segment's last output (its checkpoint)."""
+    return [[nid for layer in layers[i:i + k] for nid in layer][:-1] for i in range(0, len(layers), k)]
+
+
+def _peak(outputs):
+    return max(row["live_bytes"] for row in at.compile(list(outputs)).liveness(4))
+
+
 def _copy_node(new, old, node_id, inputs, phase=None, **meta):
     node = old.nodes[node_id]
     with new.phase(phase or node.phase):
@@ -86,19 +119,22 @@ def test_the_stub_of_an_unfinished_exercise_passes_through() -> None:
 
 
 def test_checkpointed_keeps_gradients_and_lowers_the_peak_on_several_segments() -> None:
-    outputs, layers, feeds = checks_memory._mlp_step(6, 8, 4, "sigmoid", seed=3)
-    rewritten = checkpointed(outputs, checks_memory._every(layers, 2))
+    outputs, layers, feeds = _mlp_step(6, 8, 4, "sigmoid", seed=3)
+    rewritten = checkpointed(outputs, _every(layers, 2))
     for a, b in zip(at.run(outputs, feeds), at.run(rewritten, feeds)):
         np.testing.assert_array_equal(a, b)
-    assert checks_memory._peak(rewritten) < checks_memory._peak(outputs)
-    assert checkpointed(outputs, checks_memory._every(layers, 1))[0].graph is not outputs[0].graph
-    assert len(at.compile(checkpointed(outputs, checks_memory._every(layers, 1))).steps) == \
+    assert _peak(rewritten) < _peak(outputs)
+    assert checkpointed(outputs, _every(layers, 1))[0].graph is not outputs[0].graph
+    assert len(at.compile(checkpointed(outputs, _every(layers, 1))).steps) == \
         len(at.compile(outputs).steps), "segments of one layer recompute nothing: their copies are pruned"
 
 
 @lru_cache(maxsize=None)
 def _peaks(n_layers: int) -> tuple:
-    return tuple(sorted(checks_memory._peaks(n_layers).items()))
+    """(k, peak bytes) of the lesson's n-layer step checkpointed every k layers, k = 1..n."""
+    m = checks_memory.LESSON_MLP
+    outputs, layers, _ = _mlp_step(n_layers, m["batch"], m["width"], m["activation"])
+    return tuple((k, _peak(checkpointed(outputs, _every(layers, k)))) for k in range(1, n_layers + 1))
 
 
 def _smallest_fit(n_layers: int, budget: int):
