@@ -5,12 +5,14 @@ installs nothing: nbgrader comes from the `course` extra, which scripts/setup in
 ./scripts/test and CI run it). It runs, in a course directory written by `asgteach course`:
 
 * `nbgrader generate_assignment` for every lesson;
-* `nbgrader autograde` of the submissions of every lesson, all students in one call: "untouched"
-  (the release as handed out: must score 0), "solved" (the instructor's source: must score the
-  maximum, > 0), "lazy" (the source with the shortcuts a student could take in place of the work, see
-  LAZY, here or in tests/lazy/<lesson>.py: each of those exercises must score 0, so the lesson gets
-  partial or zero credit) and "lazy2", "lazy3"... (tests/lazy/<lesson>.py's MORE: attempts on the judge
-  itself, which must score 0 with the judge's reason); the course's config makes the judge score them;
+* `nbgrader autograde` of the submissions of every lesson, all students of a course in one call:
+  "lazy" (the source with the shortcuts a student could take in place of the work, see LAZY, here or in
+  tests/lazy/<lesson>.py: each of those exercises must score 0, so the lesson gets partial or zero
+  credit) with the course's default config (nbgrader's kernel run, then the judge); in a copy of the
+  course written as `asgteach course --judge-only` writes it: "untouched" (the release as handed out:
+  must score 0), "solved" (the instructor's source: must score the maximum, > 0), "lazy2", "lazy3"...
+  (MORE: attempts on the judge itself, which must score 0 with the judge's reason) and "honest1",
+  "honest2" (HONEST: right answers in other styles, which must score the maximum);
 * `nbgrader export` (the CSV must hold those numbers) and `nbgrader generate_feedback` for
   the lazy student (the HTML must show each failing check's message).
 """
@@ -607,10 +609,10 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     course = tmp_path_factory.mktemp("course")
     assert cli.main(["course", str(course)]) == 0
     _nbgrader(course, "generate_assignment", "*")
-    # "solved" and "lazy" are graded as the course's default config does (nbgrader's kernel run, then the judge;
-    # the feedback of "lazy" is checked); "untouched" and the further students (MORE, HONEST) in a copy of the
-    # course whose config leaves the kernel run out (`asgteach course --judge-only`): the judge scores every
-    # exercise either way, and there each notebook runs once
+    # "lazy" is graded as the course's default config does (nbgrader's kernel run, then the judge) and its
+    # feedback is read; "untouched", "solved" and the further students (MORE, HONEST) in a copy of the course
+    # whose config leaves the kernel run out (`asgteach course --judge-only`): the judge scores every exercise
+    # either way, and there each notebook runs once (the suite's time: each kernel run costs a few seconds)
     judged = course.parent / "course-judge-only"
     shutil.copytree(course, judged)
     (judged / "nbgrader_config.py").write_text(CONFIG.format(judge_only=True), encoding="utf-8")
@@ -620,7 +622,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
         more = [(f"lazy{k + 2}", _lazy_notebook(source, answers, stem)) for k, answers in enumerate(MORE.get(stem, []))]
         more += [(f"honest{k + 1}", _lazy_notebook(source, {n: (code, "") for n, code in answers.items()}, stem))
                  for k, answers in enumerate(HONEST.get(stem, []))]
-        for where, student, nb in [(judged, "untouched", _nb(release)), (course, "solved", source),
+        for where, student, nb in [(judged, "untouched", _nb(release)), (judged, "solved", source),
                                    (course, "lazy", _lazy_notebook(source, LAZY[stem], stem)),
                                    *((judged, s, nb) for s, nb in more)]:
             folder = where / "submitted" / student / stem

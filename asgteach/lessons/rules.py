@@ -113,6 +113,8 @@ RULES: dict[tuple[str, int], Rule] = {
                                                       names=frozenset({"at", "asgteach"})),
     ("12-convolution-and-pooling", 2): Rule(why="with numpy (no other library's convolution gradient)",
                                             imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
+    ("12-convolution-and-pooling", 3): Rule(why="by hand (no asgteach): the routing of the gradient is the exercise",
+                                            imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
     ("10-higher-order-and-forward-mode", 4): Rule(
         why="the formula of section 6, with numpy only: asgteach's jvp, grad and softmax are the work which the "
             "exercise asks you to write yourself",
