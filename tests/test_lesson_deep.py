@@ -52,8 +52,8 @@ def _measure_with_a_graph(width, std, slope):
 # answers as a notebook writes them: no global of the notebook holds what they import inside the function
 _NOTEBOOK: dict = {"at": at, "np": np}
 exec("def _imports_the_answer(width, std, slope):\n"
-     "    from asgteach.lessons.checks_deep import _predicted\n"
-     "    return _predicted(width, std, slope)\n\n"
+     "    from asgteach.lessons.answer_keys import predicted_factor\n"
+     "    return predicted_factor(width, std, slope)\n\n"
      "def _library_imported_inside(grads, max_norm):\n"
      "    from asgteach.nn.optim import clip_grad_norm   # read while the check has it switched off\n"
      "    return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), 0.0\n\n"
@@ -83,7 +83,7 @@ def test_the_factor_check_passes_the_prediction() -> None:
     (lambda width, std, slope: -1.0, "positive number"),
     (lambda width, std, slope: measured_factor(width, std, slope, seed=5), "the check's own answer"),
     (lambda width, std, slope: _measure_with_a_graph(width, std, slope), "PREDICT the factor"),
-    (checks_deep._predicted, "the check's own answer"),
+    (answer_keys.predicted_factor, "the check's own answer"),
     (_NOTEBOOK["_imports_the_answer"], "which the exercise asks you to write yourself"),
 ])
 def test_the_factor_check_names_the_slip(answer, words: str) -> None:

@@ -17,7 +17,8 @@ import numpy as np
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
 
 __all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
-           "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid"]
+           "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid",
+           "predicted_factor"]
 
 
 # --- lesson 16 ------------------------------------------------------------------------------------------
@@ -68,6 +69,12 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 
 # --- lesson 14 ------------------------------------------------------------------------------------------
+
+def predicted_factor(width: int, std: float, slope: float) -> float:
+    """Half the units pass the gradient with factor 1, half with ``slope``; W^T multiplies the squared norm by
+    width * std^2."""
+    return std * math.sqrt(width * (1.0 + slope * slope) / 2.0)
+
 
 def clip_by_global_norm(grads: Sequence[np.ndarray], max_norm: float) -> tuple[list[np.ndarray], float]:
     norm = math.sqrt(sum(float(np.sum(np.square(g))) for g in grads))

@@ -191,20 +191,15 @@ def measured_factor(width: int, std: float, slope: float, depth: int = 16, batch
     return float((np.linalg.norm(gx) / np.linalg.norm(gh)) ** (1.0 / depth))
 
 
-def _predicted(width: int, std: float, slope: float) -> float:
-    """The answer: half the units pass the gradient with factor 1, half with ``slope``; W^T multiplies the
-    squared norm by width * std^2."""
-    return std * math.sqrt(width * (1.0 + slope * slope) / 2.0)
-
-
 def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float = 0.05) -> None:
     """``fn(width, std, slope)``: the predicted per-layer factor, within ``rtol`` of the factor measured on wide
     nets built here. The student's function runs with the library's matmul switched off (predict, don't measure)."""
     rules.enforce(fn, rules.rule_for("14-deep-nets-vanishing-and-exploding", 2), "predicted_factor")
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     if not callable(fn):
         raise ExerciseError(f"predicted_factor should be a function, got {type(fn).__name__}")
     this = sys.modules[__name__]
-    found = _borrows(fn, (_predicted, measured_factor))
+    found = _borrows(fn, (keys.predicted_factor, measured_factor))
     if found:
         raise ExerciseError(f"predicted_factor hands the work to the check's own answer (as {found!r}): predict it "
                             "yourself")
@@ -212,7 +207,7 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
     for (width, std, slope), m in zip(FACTOR_CASES, measured):
         call = f"predicted_factor({width}, {std:g}, {slope:g})"
         try:
-            with without("matmul", attrs=[(this, "_predicted"), (this, "measured_factor")],
+            with without("matmul", attrs=[(keys, "predicted_factor"), (this, "measured_factor")],
                          why="predict the factor yourself"):
                 got = _number(_call(fn, call, width, std, slope), call)
         except ExerciseError as e:
