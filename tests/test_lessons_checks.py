@@ -8,7 +8,7 @@ import pytest
 import asgteach as at
 from asgteach import resources
 from asgteach.lessons import (
-    ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
+    ExerciseError, answer_keys, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
     check_tensor, check_vjp_rule, exercise, lesson_checks, numerical_gradient, status, without,
 )
 from asgteach.ops import registry
@@ -278,11 +278,11 @@ def test_reference_memory_and_fusion_on_a_small_plan() -> None:
         y = at.sum(b)
     plan = at.compile([y])
     ids = {n.op: n.id for n in g.nodes}
-    assert lesson_checks._fusible_values(plan) == [ids["tanh"], ids["exp"]]
-    assert lesson_checks._fusion_chains(plan) == [[ids["tanh"], ids["mul"]], [ids["exp"], ids["add"]]]
-    assert lesson_checks._no_reuse_bytes(plan, itemsize=4) == 4 * sum(g.nodes[i].size for i in plan.node_ids)
-    assert lesson_checks._peak_bytes(plan, itemsize=8) == max(r["live_bytes"] for r in plan.liveness(8))
-    last = lesson_checks._last_use(plan)
+    assert answer_keys.fusible_values(plan) == [ids["tanh"], ids["exp"]]
+    assert answer_keys.fusion_chains(plan) == [[ids["tanh"], ids["mul"]], [ids["exp"], ids["add"]]]
+    assert answer_keys.no_reuse_bytes(plan, itemsize=4) == 4 * sum(g.nodes[i].size for i in plan.node_ids)
+    assert answer_keys.peak_bytes(plan, itemsize=8) == max(r["live_bytes"] for r in plan.liveness(8))
+    last = answer_keys.last_use(plan)
     assert last[a.node_id] == [s.node.id for s in plan.steps].index(ids["add"])
 
 
@@ -355,12 +355,12 @@ def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -
     with at.Graph():
         x = at.input("x", (4, 5))
         plan = at.compile([at.sum(at.tanh(x) * 2.0)])
-    copied = lesson_checks._fusible_values(plan)          # right for the lesson's plan, copied as numbers
+    copied = answer_keys.fusible_values(plan)          # right for the lesson's plan, copied as numbers
     with pytest.raises(ExerciseError, match="my_fusible"):
         lesson_checks.fusible_check(lambda p: copied)
     with pytest.raises(ExerciseError, match="memory_bytes"):
-        lesson_checks.memory_check(lambda p, k: (lesson_checks._peak_bytes(plan, k), 0))
-    lesson_checks.memory_check(lambda p, k: (lesson_checks._peak_bytes(p, k), lesson_checks._no_reuse_bytes(p, k)))
+        lesson_checks.memory_check(lambda p, k: (answer_keys.peak_bytes(plan, k), 0))
+    lesson_checks.memory_check(lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k)))
 
 
 def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:

@@ -9,7 +9,7 @@ exercise first: ``asgteach solution LESSON N`` shows one exercise's solution whe
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -18,7 +18,8 @@ PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
 
 __all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
            "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid",
-           "predicted_factor"]
+           "predicted_factor", "ELEMENTWISE", "no_reuse_bytes", "peak_bytes", "last_use", "consumers",
+           "fusible_values", "fusion_chains"]
 
 
 # --- lesson 16 ------------------------------------------------------------------------------------------
@@ -66,6 +67,73 @@ def bce_with_logits(z: np.ndarray, t: np.ndarray) -> np.ndarray:
 def sigmoid(z: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(z))
     return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+# --- lesson 13: memory planning and fusion, on plans ----------------------------------------------------
+
+#: op categories whose kernels are elementwise: output element i depends only on input elements i
+ELEMENTWISE = ("arithmetic", "activation", "comparison")
+
+
+def no_reuse_bytes(plan: Any, itemsize: int = 4) -> int:
+    return sum(plan.graph.nodes[i].size for i in plan.node_ids) * itemsize
+
+
+def peak_bytes(plan: Any, itemsize: int = 4) -> int:
+    return max(row["live_bytes"] for row in plan.liveness(itemsize))
+
+
+def last_use(plan: Any) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for k, step in enumerate(plan.steps):
+        for i in step.node.inputs:
+            out[i] = k
+    return out
+
+
+def consumers(plan: Any) -> dict[int, list[Any]]:
+    users: dict[int, list[Any]] = {}
+    for step in plan.steps:
+        for i in step.node.inputs:
+            users.setdefault(i, []).append(step.node)
+    return users
+
+
+def fusible_values(plan: Any) -> list[int]:
+    """Elementwise step values, not outputs, not folded, read by exactly one elementwise step of the same shape."""
+    from ..ops.registry import spec
+
+    users = consumers(plan)
+    outputs, folded = set(plan.outputs), set(plan.folded)
+    fusible = []
+    for step in plan.steps:
+        node = step.node
+        if spec(node.op).category not in ELEMENTWISE or node.id in outputs or node.id in folded:
+            continue
+        readers = users.get(node.id, [])
+        if len(readers) == 1 and spec(readers[0].op).category in ELEMENTWISE and readers[0].shape == node.shape:
+            fusible.append(node.id)
+    return fusible
+
+
+def fusion_chains(plan: Any) -> list[list[int]]:
+    """Join every fusible value to the one step that reads it; each group of more than one step is one kernel."""
+    users = consumers(plan)
+    group: dict[int, int] = {}
+
+    def root(i: int) -> int:
+        while group.get(i, i) != i:
+            i = group[i]
+        return i
+
+    for nid in fusible_values(plan):
+        group[root(nid)] = root(users[nid][0].id)
+    members: dict[int, list[int]] = {}
+    for step in plan.steps:
+        nid = step.node.id
+        if nid in group or any(group.get(j) is not None and root(j) == root(nid) for j in group):
+            members.setdefault(root(nid), []).append(nid)
+    return [ids for ids in members.values() if len(ids) > 1]
 
 
 # --- lesson 14 ------------------------------------------------------------------------------------------

@@ -514,81 +514,18 @@ def max_pool_routing(dX: Any, x: np.ndarray, g: np.ndarray) -> None:
 
 # --- lesson 13: memory planning, checked on plans of the check's own -----------------------------------
 
-#: op categories whose kernels are elementwise: output element i depends only on input elements i
-ELEMENTWISE = ("arithmetic", "activation", "comparison")
-
-
-def _no_reuse_bytes(plan: Any, itemsize: int = 4) -> int:
-    return sum(plan.graph.nodes[i].size for i in plan.node_ids) * itemsize
-
-
-def _peak_bytes(plan: Any, itemsize: int = 4) -> int:
-    return max(row["live_bytes"] for row in plan.liveness(itemsize))
-
-
-def _last_use(plan: Any) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for k, step in enumerate(plan.steps):
-        for i in step.node.inputs:
-            out[i] = k
-    return out
-
-
-def _consumers(plan: Any) -> dict[int, list[Any]]:
-    users: dict[int, list[Any]] = {}
-    for step in plan.steps:
-        for i in step.node.inputs:
-            users.setdefault(i, []).append(step.node)
-    return users
-
-
-def _fusible_values(plan: Any) -> list[int]:
-    """Elementwise step values, not outputs, not folded, read by exactly one elementwise step of the same shape."""
-    from ..ops.registry import spec
-
-    users = _consumers(plan)
-    outputs, folded = set(plan.outputs), set(plan.folded)
-    fusible = []
-    for step in plan.steps:
-        node = step.node
-        if spec(node.op).category not in ELEMENTWISE or node.id in outputs or node.id in folded:
-            continue
-        readers = users.get(node.id, [])
-        if len(readers) == 1 and spec(readers[0].op).category in ELEMENTWISE and readers[0].shape == node.shape:
-            fusible.append(node.id)
-    return fusible
-
-
-def _fusion_chains(plan: Any) -> list[list[int]]:
-    """Join every fusible value to the one step that reads it; each group of more than one step is one kernel."""
-    users = _consumers(plan)
-    group: dict[int, int] = {}
-
-    def root(i: int) -> int:
-        while group.get(i, i) != i:
-            i = group[i]
-        return i
-
-    for nid in _fusible_values(plan):
-        group[root(nid)] = root(users[nid][0].id)
-    members: dict[int, list[int]] = {}
-    for step in plan.steps:
-        nid = step.node.id
-        if nid in group or any(group.get(j) is not None and root(j) == root(nid) for j in group):
-            members.setdefault(root(nid), []).append(nid)
-    return [ids for ids in members.values() if len(ids) > 1]
-
-
 def show_fusion(plan: Any) -> None:
     """Print the fusion chains of ``plan`` and what they would save (lesson 13's section 6)."""
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     from ..ops.registry import spec
 
     g = plan.graph
-    chains = _fusion_chains(plan)
+    chains = keys.fusion_chains(plan)
     for chain in chains:
         print(" -> ".join(f"#{i} {g.nodes[i].op}" for i in chain), f"  (shape {g.nodes[chain[-1]].shape})")
-    saved = sum(g.nodes[i].size for i in _fusible_values(plan)) * 4
-    elementwise = [s for s in plan.steps if spec(s.node.op).category in ELEMENTWISE and s.node.id not in plan.folded]
+    saved = sum(g.nodes[i].size for i in keys.fusible_values(plan)) * 4
+    elementwise = [s for s in plan.steps
+                   if spec(s.node.op).category in keys.ELEMENTWISE and s.node.id not in plan.folded]
     print(f"{len(elementwise)} elementwise kernels -> {len(elementwise) - sum(len(c) - 1 for c in chains)} after "
           f"fusion; {saved} bytes never written (and never read back) per run")
 
@@ -617,17 +554,19 @@ def _check_plans() -> list[Any]:
 
 def memory_check(fn: Callable[..., Any]) -> None:
     """``fn(plan, itemsize) -> (peak bytes alive, bytes if nothing were freed)``, on other plans and item sizes."""
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     plans = _check_plans()
     for p in plans:
         for itemsize in (8, 2):
-            want = (_peak_bytes(p, itemsize), _no_reuse_bytes(p, itemsize))
+            want = (keys.peak_bytes(p, itemsize), keys.no_reuse_bytes(p, itemsize))
             check_function(fn, [((p, itemsize), want)], name=f"memory_bytes(<plan of {p.graph.name!r}>, {itemsize})")
 
 
 def last_use_check(fn: Callable[..., Any]) -> None:
     """``fn(plan) -> {node id: index of the last step reading it}``, on plans the lesson never printed."""
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     for p in _check_plans():
-        expected, mine = _last_use(p), fn(p)
+        expected, mine = keys.last_use(p), fn(p)
         if not isinstance(mine, Mapping):
             raise ExerciseError(f"my_last_use(plan) should return a dict {{node id: step index}}, got "
                                 f"{type(mine).__name__}")
@@ -639,10 +578,11 @@ def last_use_check(fn: Callable[..., Any]) -> None:
 
 def fusible_check(fn: Callable[..., Any]) -> None:
     """``fn(plan) -> [node ids a fusing compiler would never write]`` in plan order, on plans of the check's own."""
+    from . import answer_keys as keys   # the references, loaded only when a check runs
     for p in _check_plans():
         got = fn(p)
         if not isinstance(got, (list, tuple)):
             raise ExerciseError(f"my_fusible(plan) should return a list of node ids, got {type(got).__name__}")
-        check_equal([int(i) for i in got], _fusible_values(p), name=f"my_fusible(<plan of {p.graph.name!r}>)",
+        check_equal([int(i) for i in got], keys.fusible_values(p), name=f"my_fusible(<plan of {p.graph.name!r}>)",
                     hint="in plan order: elementwise, not an output, not folded, read by exactly one elementwise "
                          "step of the same shape")
