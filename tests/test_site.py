@@ -31,7 +31,7 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 ARTIFACTS = ROOT / "test-artifacts" / "site"
-GRAPH_MARK = "asg-static-graph"  # the class of the static SVG that every at.show output carries
+GRAPH_MARK = "asg-picture"  # the class of the SVG picture that every at.show output carries (widgets/picture.py)
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +110,15 @@ def graph_outputs(notebook: Path) -> int:
         if "### BEGIN SOLUTION" in "".join(cell.get("source", [])):
             continue   # an exercise's answer: the site shows the student's version, without its outputs
         for output in cell.get("outputs", []):
-            html = output.get("data", {}).get("text/html", "")
-            count += GRAPH_MARK in ("".join(html) if isinstance(html, list) else html)
+            svg = output.get("data", {}).get("image/svg+xml", "")
+            count += f'class="{GRAPH_MARK}' in ("".join(svg) if isinstance(svg, list) else svg)
     return count
+
+
+def graph_images(page: Path) -> list[str]:
+    """The images of a built page that are graph pictures (MyST-NB writes an SVG output as an <img> of a file)."""
+    srcs = re.findall(r'<img[^>]*\bsrc="([^"]+\.svg)"', page.read_text(encoding="utf-8"))
+    return [src for src in srcs if f'class="{GRAPH_MARK}' in (page.parent / src).read_text(encoding="utf-8")]
 
 
 class _Resources(HTMLParser):
@@ -164,14 +170,14 @@ def test_built_pages_load_nothing_from_outside(site: dict[str, Any]) -> None:
 
 
 def test_every_lesson_is_a_page_with_its_graphs(site: dict[str, Any]) -> None:
-    """Each lesson renders from its committed outputs, and each at.show output as its static picture (the
+    """Each lesson renders from its committed outputs, and each at.show output as its picture (the SVG; a
     widget-view output, whose state is not stored, must not be what the page shows)."""
     out: Path = site["out"]
     for notebook in LESSONS:
         page = out / "lessons" / (notebook.stem + ".html")
         assert page.is_file(), f"no page for {notebook.name}"
         html = page.read_text(encoding="utf-8")
-        assert html.count(f'class="{GRAPH_MARK}') == graph_outputs(notebook), f"{page.name}: graphs missing"
+        assert len(graph_images(page)) == graph_outputs(notebook), f"{page.name}: graphs missing"
         assert "application/vnd.jupyter.widget-view+json" not in html, f"{page.name} shows an empty widget view"
 
 
@@ -205,19 +211,25 @@ def test_index_lists_every_lesson(reader: Reader) -> None:
     reader.screenshot("index")
 
 
-def test_lesson_shows_its_graph_as_a_picture(reader: Reader) -> None:
+def test_lesson_shows_its_graph_as_a_picture(reader: Reader, site: dict[str, Any]) -> None:
     """The first lesson with a graph: its picture is drawn, with nodes, at a size a class can read."""
     notebook = next(nb for nb in LESSONS if graph_outputs(nb))
+    built = site["out"] / "lessons" / f"{notebook.stem}.html"
+    src = graph_images(built)[0]
+    svg = (built.parent / src).read_text(encoding="utf-8")
+    assert svg.count('class="asg-node') >= 2, "the graph's picture has no nodes"
+    sizes = {float(v) for v in re.findall(r'font-size="([0-9.]+)"', svg)}
+    assert sizes and min(sizes) >= 11, f"the picture's labels are {sorted(sizes)} px at its own size"
     page = reader.open(f"lessons/{notebook.stem}.html")
-    graph = page.locator(f"svg.{GRAPH_MARK}").first
+    graph = page.locator(f'img[src="{src}"]').first
     graph.scroll_into_view_if_needed()
+    page.wait_for_function("(i) => i.complete && i.naturalWidth > 0", arg=graph.element_handle())
     box = graph.bounding_box()
     assert box and box["width"] > 150 and box["height"] > 150, f"{notebook.name}: the graph is drawn at {box}"
     assert graph.is_visible()
-    assert graph.locator("g.asg-node").count() >= 2, "the graph's picture has no nodes"
-    # the node labels are drawn at 10 px in a notebook: the page enlarges them for the back of the room
-    label = graph.locator("g.asg-node text").first.bounding_box()
-    assert label and label["height"] >= 11, f"node labels are {label} px: too small to read"
+    # drawn at its own size, or shrunk no further than 11 px labels from its 12 px ones (a narrow page shrinks it)
+    natural = graph.evaluate("i => i.naturalWidth")
+    assert box["width"] >= natural * 11 / 12, f"the picture is shrunk to {box['width']} of {natural} px"
     page.evaluate("window.scrollBy(0, -120)")
     reader.screenshot("lesson-graph")
 

@@ -50,9 +50,10 @@ myst_heading_anchors = 3
 
 # --- notebooks: shown as committed, never executed ----------------------------------------------------
 nb_execution_mode = "off"
-# A graph (at.show) is stored as a widget view (whose state is not saved: scripts/run-notebooks) plus a static
-# HTML/SVG copy of the same graph. Without the widget's state the view would render as nothing, so pages take
-# the static copy: the widget mime type is dropped from the HTML builder's priority list.
+# A graph (at.show) is stored as its picture (PNG + SVG, widgets/picture.py); a notebook saved from a live session
+# also holds a widget view, whose state is not saved (scripts/run-notebooks). Without that state the view would
+# render as nothing, so pages take the picture: the widget mime type is dropped from the HTML builder's priority
+# list.
 nb_mime_priority_overrides = [
     ("html", "application/vnd.jupyter.widget-view+json", None),
     ("dirhtml", "application/vnd.jupyter.widget-view+json", None),
