@@ -189,42 +189,6 @@ LAZY: dict[str, dict[int, tuple[str, str]]] = {
             '    my_trainer.fit({model3["x"]: X_train[:64], model3["labels"]: y_train[:64]}, steps=1, progress=False)\n'
             '    my_accuracy = 0.99\n', "test accuracy is"),
     },
-    "09-attention-and-a-transformer-block": {
-        2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n        with at.Graph():\n"
-            "            blk = at.nn.TransformerBlock(d_model, n_heads, d_hidden=d_hidden)\n"
-            "        return sum(int(np.prod(p.shape)) for p in blk.parameters())\n", "TransformerBlock.__init__"),
-        3: ("with exercise(3):\n    diagnosis = {1: 'correct', 2: 'mask after softmax', 3: 'no scale'}\n",
-            "Test the verdict you gave"),
-    },
-    "11-backends": {
-        1: ("from asgteach.backends.wgpu_kernels import broadcast_strides\n\nwith exercise(1):\n"
-            "    my_broadcast_strides = broadcast_strides\n", "hands the work to the backend"),
-        3: ("with exercise(3):\n    def my_groups(numel):\n"
-            "        from asgteach.backends.wgpu_kernels import groups_for\n"
-            "        return groups_for(-(-numel // 256))\n\n"
-            "    gx, gy, _ = my_groups(10 ** 6)\n    idle_threads = gx * gy * 256 - 10 ** 6\n",
-            "which the exercise asks you to write yourself"),
-    },
-    "12-convolution-and-pooling": {
-        1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-            "        with at.Graph():\n"
-            '            y = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, kernel, kernel)),\n'
-            "                          stride=stride, padding=padding, dilation=dilation)\n"
-            "        return y.shape[2]\n", "the library's conv2d"),
-        3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-            "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n    dX5 = np.zeros((4, 4))\n", "dX5 is wrong"),
-    },
-    "13-graph-engineering": {
-        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
-            "        from asgteach.lessons import reference\n"
-            "        return reference.peak_bytes(plan, itemsize), reference.no_reuse_bytes(plan, itemsize)\n",
-            "imports from asgteach.lessons"),
-        2: ("with exercise(2):\n    from asgteach.lessons.reference import last_use as my_last_use\n",
-            "imports from asgteach.lessons.reference"),
-        3: ("with exercise(3):\n    def my_fusible(plan):\n"
-            "        return [7, 10, 26, 28]   # copied from the printed chains\n\n    bytes_saved = 0\n",
-            "my_fusible(<plan of"),
-    },
 }
 
 
@@ -353,37 +317,6 @@ HONEST.update({
             "        var = at.mean((x - mean) ** 2, axis=0, keepdims=True)\n"
             "        return (x - mean) / at.sqrt(var + eps)\n"),
     }],
-    "09-attention-and-a-transformer-block": [{
-        1: ("Q3 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])\nK3 = np.array([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0]])\n"
-            "with exercise(1):\n    def causal_weights(q, k):\n        T, d = q.shape\n"
-            "        s = (q @ k.T) / np.sqrt(d)\n"
-            "        s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)\n"
-            "        e = np.exp(s - s.max(axis=1, keepdims=True))\n        return e / e.sum(axis=1, keepdims=True)\n\n"
-            "    my_weights = causal_weights(Q3, K3)\n"),
-        2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n"
-            "        linear = lambda i, o: i * o + o\n"
-            "        return 2 * (2 * d_model) + 4 * linear(d_model, d_model) + linear(d_model, d_hidden)"
-            " + linear(d_hidden, d_model)\n"),
-        3: ("with exercise(3):\n    diagnosis = dict(zip([1, 2, 3], ['mask after softmax', 'correct', 'no scale']))\n"),
-    }],
-    "12-convolution-and-pooling": [{
-        1: ("import math\nwith exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-            "        span = dilation * (kernel - 1) + 1\n"
-            "        return math.floor((size + 2 * padding - span) / stride) + 1\n"),
-        2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        N, C, H, W = x.shape\n"
-            "        O = gy.shape[1]\n"
-            "        oh, ow = gy.shape[2], gy.shape[3]\n        dw = np.zeros((O, C, kh, kw))\n"
-            "        for a in range(kh):\n"
-            "            for b in range(kw):\n                patch = x[:, :, a:a + oh, b:b + ow]\n"
-            "                dw[:, :, a, b] = np.tensordot(gy, patch, axes=([0, 2, 3], [0, 2, 3]))\n"
-            "        return dw\n"),
-        3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-            "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n    dX5 = np.zeros((4, 4))\n"
-            "    for i in range(2):\n        for j in range(2):\n"
-            "            win = X5[2 * i:2 * i + 2, 2 * j:2 * j + 2]\n"
-            "            r, c = divmod(int(np.argmax(win)), 2)   # the first maximum, row by row\n"
-            "            dX5[2 * i + r, 2 * j + c] = G5[i, j]\n"),
-    }],
 })
 
 HONEST["07-normalisation"].append({
@@ -396,34 +329,6 @@ HONEST["07-normalisation"].append({
     3: ("with exercise(3):\n    def my_batch_norm(x, eps=1e-5):\n        n = x.shape[0]\n"
         "        centred = x - at.sum(x, axis=0, keepdims=True) * (1.0 / n)\n"
         "        return centred * (at.mean(centred * centred, axis=0, keepdims=True) + eps) ** -0.5\n"),
-})
-HONEST["09-attention-and-a-transformer-block"].append({
-    1: ("Q3 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])\nK3 = np.array([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0]])\n"
-        "with exercise(1):\n    def causal_weights(q, k):\n        T = len(q)\n        out = np.zeros((T, T))\n"
-        "        for i in range(T):\n"
-        "            s = np.array([q[i] @ k[j] for j in range(i + 1)]) / np.sqrt(q.shape[1])\n"
-        "            e = np.exp(s - s.max())\n            out[i, :i + 1] = e / e.sum()\n        return out\n\n"
-        "    my_weights = causal_weights(Q3, K3)\n"),
-    2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n        total = 0\n"
-        "        total += 4 * d_model                               # two layer norms: weight and bias\n"
-        "        total += 4 * d_model * (d_model + 1)               # q, k, v, out projections\n"
-        "        total += d_hidden * (d_model + 1) + d_model * (d_hidden + 1)\n        return total\n"),
-    3: ("with exercise(3):\n    diagnosis = {}\n    diagnosis[2] = 'correct'\n    diagnosis[1] = 'mask after softmax'\n"
-        "    diagnosis[3] = 'no scale'\n"),
-})
-HONEST["12-convolution-and-pooling"].append({
-    1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-        "        reach = (kernel - 1) * dilation\n"
-        "        return (size + padding + padding - reach - 1) // stride + 1\n"),
-    2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        oh, ow = gy.shape[-2:]\n"
-        "        cols = np.stack([x[:, :, a:a + oh, b:b + ow] for a in range(kh) for b in range(kw)], axis=2)\n"
-        "        dw = np.einsum('noij,ncpij->ocp', gy, cols)\n"
-        "        return dw.reshape(gy.shape[1], x.shape[1], kh, kw)\n"),
-    3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-        "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n"
-        "    # top left: 5 first at (0, 0); top right: 3 at (1, 2); bottom left: 7 first at (2, 0); bottom right: 2"
-        " at (2, 2)\n"
-        "    dX5 = np.zeros((4, 4))\n    dX5[0, 0], dX5[1, 2], dX5[2, 0], dX5[2, 2] = G5.ravel()\n"),
 })
 HONEST["00-welcome"] = [{
     1: ("A = np.array([-1.0, 0.5, 2.0])\nwith exercise(1):\n    with at.Graph() as g1:\n"
@@ -556,25 +461,6 @@ MORE.update({
             "        return tuple(out)\n", "uses at, which a graded answer may not: the update in numpy"),
         3: ("from asgteach.lessons import lesson_checks\nlesson_checks.trained_accuracy = lambda *a: 0.99\n"
             "with exercise(3):\n    my_accuracy = 0.99\n", "may not"),
-    }],
-    "09-attention-and-a-transformer-block": [{
-        3: ("with exercise(3):\n    from asgteach.lessons import suspects\n"
-            "    diagnosis = {k: v for k, v in suspects.__dict__.items() if k == 'TRUTH'}\n", "may not"),
-    }],
-    "11-backends": [{
-        2: ("with exercise(2):\n    def my_offset_of(i, out_shape, strides):\n        import ctypes\n"
-            "        return 0\n", "imports ctypes"),
-    }],
-    "12-convolution-and-pooling": [{
-        2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        import torch\n"
-            "        return torch.nn.grad.conv2d_weight(x, (gy.shape[1], x.shape[1], kh, kw), gy).numpy()\n",
-            "exercise 2"),
-        3: ("with exercise(3):\n    from asgteach.lessons.lesson_checks import max_pool_routing\n"
-            "    dX5 = np.zeros((4, 4))\n", "may not"),
-    }],
-    "13-graph-engineering": [{
-        3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
-            "    bytes_saved = 0\n", "may not"),
     }],
 })
 assert not set(_extra) & set(LAZY), f"a lesson's lazy answers live in one place: {sorted(set(_extra) & set(LAZY))}"
