@@ -118,6 +118,19 @@ def test_bce_refuses_the_librarys_softplus() -> None:
     assert "softplus" in REGISTRY and REGISTRY["softplus"].numpy(np.array([0.0]))[0] == pytest.approx(np.log(2))
 
 
+def test_the_librarys_kernel_or_the_reference_held_out_of_sight_is_refused() -> None:
+    """The registry's softplus switched off does not switch off its kernel held in a default argument, nor does
+    a name check see the reference reached by an attribute path built from strings: what runs is watched."""
+    import operator
+
+    _fails(bce_check, BCE, "the library's softplus",
+           numpy=lambda z, t, _sp=REGISTRY["softplus"].numpy: _sp(z) - z * t)
+    find = operator.attrgetter("lessons.answer_" + "keys.elu")
+    _fails(elu_check, ELU, "the check's own reference", numpy=lambda x, alpha=1.0: find(at)(x, alpha))
+    _fails(bce_check, BCE, "the check's own reference",
+           vjp=lambda c, g: (g * (answer_keys.sigmoid(c.inputs[0]) - c.inputs[1]), -g * c.inputs[0]))
+
+
 def test_a_stub_is_not_done_yet_not_a_failure() -> None:
     def stub(z, t):
         raise NotImplementedError("exercise 2")
@@ -169,3 +182,13 @@ def test_a_formula_in_katex_cases_is_drawable() -> None:
                     r"\end{cases}"}
     with registered(OpSpec(**{**ELU, "explain": {"en": cases, "ru": _TEXT["ru"]}})) as op:
         elu_check(op, seed=1)
+
+
+def test_katex_short_names_of_relations_are_drawable() -> None:
+    """\\le and \\ge are standard LaTeX, which KaTeX (the inspector) draws: the texts' check takes them."""
+    short = {**_TEXT["en"], "formula": r"y = x \ (x > 0), \quad \alpha (e^x - 1) \ (x \le 0)",
+             "vjp": r"\frac{\partial L}{\partial x} = g \ (x > 0), \quad g \alpha e^x \ (0 \ge x)"}
+    with registered(OpSpec(**{**ELU, "explain": {"en": short, "ru": _TEXT["ru"]}})) as op:
+        elu_check(op, seed=1)
+    _fails(elu_check, ELU, "not LaTeX the inspector can draw",
+           explain={"en": {**short, "formula": r"y \lessthan x \alpha"}, "ru": _TEXT["ru"]})

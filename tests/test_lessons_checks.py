@@ -359,8 +359,89 @@ def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -
     with pytest.raises(ExerciseError, match="my_fusible"):
         lesson_checks.fusible_check(lambda p: copied)
     with pytest.raises(ExerciseError, match="memory_bytes"):
-        lesson_checks.memory_check(lambda p, k: (answer_keys.peak_bytes(plan, k), 0))
-    lesson_checks.memory_check(lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k)))
+        lesson_checks.memory_check(lambda p, k: (max(r["live_bytes"] for r in plan.liveness(k)), 0))
+    lesson_checks.memory_check(lambda p, k: (max(r["live_bytes"] for r in p.liveness(k)),
+                                             k * sum(p.graph.nodes[i].size for i in p.node_ids)))
+
+
+def test_lesson_13_checks_refuse_their_own_references_however_the_answer_holds_them() -> None:
+    """A check loads the answer keys while it runs: an answer that reaches them then (through an attribute path
+    built from strings, a default argument, a plain call) hands in the reference. What runs is watched, not names."""
+    import operator
+
+    find = operator.attrgetter("lessons.answer_" + "keys.last_use")
+    for check_fn, answer in [
+        (lesson_checks.last_use_check, lambda p: find(at)(p)),
+        (lesson_checks.fusible_check, lambda p, _ref=answer_keys.fusible_values: _ref(p)),
+        (lesson_checks.memory_check, lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k))),
+    ]:
+        with pytest.raises(ExerciseError, match="the check's own reference"):
+            check_fn(answer)
+
+
+def _fusible(plan: object, by_steps: bool) -> list[int]:
+    """Lesson 13's exercise 3 as a student writes it; a value one step reads twice counts once ``by_steps``."""
+    readers: dict[int, list] = {}
+    for step in plan.steps:
+        for i in (set(step.node.inputs) if by_steps else step.node.inputs):
+            readers.setdefault(i, []).append(step.node)
+    elementwise = ("arithmetic", "activation", "comparison")
+    return [s.node.id for s in plan.steps
+            if registry.spec(s.node.op).category in elementwise and s.node.id not in plan.outputs
+            and s.node.id not in plan.folded and len(readers.get(s.node.id, [])) == 1
+            and registry.spec(readers[s.node.id][0].op).category in elementwise
+            and readers[s.node.id][0].shape == s.node.shape]
+
+
+def test_lesson_13_fusible_counts_a_value_that_one_step_reads_twice_either_way() -> None:
+    """"Read by exactly one step": d * d reads d twice, in one step. Counting reads (the reference), d is written;
+    counting steps (the GPU's chains pass), d fuses into d * d. Both pass; the check's plans hold such a value."""
+    differed = []
+
+    def by_steps(plan: object) -> list[int]:
+        mine = _fusible(plan, by_steps=True)
+        differed.append(mine != _fusible(plan, by_steps=False))
+        return mine
+
+    lesson_checks.fusible_check(by_steps)
+    lesson_checks.fusible_check(lambda p: _fusible(p, by_steps=False))
+    assert any(differed)
+    with pytest.raises(ExerciseError, match="may count as read once or twice"):   # wrong where it matters
+        lesson_checks.fusible_check(lambda p: [] if _fusible(p, True) != _fusible(p, False) else _fusible(p, True))
+
+
+def test_lesson_11_checks_refuse_the_backends_function_held_out_of_sight() -> None:
+    """The backend's own function in a default argument or a closure: no global name shows it, but it runs."""
+    from asgteach.backends import wgpu_kernels as wk
+
+    strides, grid = wk.broadcast_strides, wk.groups_for
+
+    def make() -> object:
+        held = grid
+        return lambda n: held(max(1, -(-n // 256)))
+
+    gx, gy, _ = grid(-(-10 ** 6 // 256))
+    with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.broadcast_strides, which"):
+        lesson_checks.broadcast_strides_check(lambda s, o, _ref=strides: _ref(s, o))
+    with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.groups_for, which"):
+        lesson_checks.groups_check(make(), gx * gy * 256 - 10 ** 6)
+    assert wk.broadcast_strides is strides and wk.groups_for is grid     # put back after the checks
+
+
+def test_lesson_11_strides_follow_the_exercises_rule_on_size_1_axes() -> None:
+    """The rule: row-major strides of the shape padded with 1s on the left, 0 where a size-1 axis is broadcast.
+    numpy's broadcast_to gives 0 to every size-1 axis, broadcast or not: its view's strides are not the answer."""
+    def by_hand(shape: tuple, out_shape: tuple) -> list[int]:
+        padded = [1] * (len(out_shape) - len(shape)) + list(shape)
+        out, step = [], 1
+        for size, n in zip(reversed(padded), reversed(out_shape)):
+            out.insert(0, 0 if size == 1 and n != 1 else step)
+            step *= size
+        return out
+
+    lesson_checks.broadcast_strides_check(by_hand)
+    with pytest.raises(ExerciseError, match=r"my_broadcast_strides\(\(1, 1\), \(1, 1\)\) should be \[1, 1\]"):
+        lesson_checks.broadcast_strides_check(lambda s, o: list(np.broadcast_to(np.zeros(s, np.int8), o).strides))
 
 
 def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:

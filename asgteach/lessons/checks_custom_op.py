@@ -17,7 +17,9 @@ with the number written in. So each check here
   matplotlib's mathtext can draw.
 
 :func:`bce_check` (exercise 2) also tries the op at **extreme** logits, where the textbook formula
-overflows, and refuses the library's own ``softplus`` while the student's op runs.
+overflows, and refuses the library's own ``softplus`` while the student's op runs. Wherever the student's
+code runs (its shape rule, kernel, backward rule), what it runs is watched (:mod:`.calls`): a call into the
+answer keys, or into softplus's kernel however the answer holds it, fails the check.
 
 This file gives the answers away: try the lesson first.
 """
@@ -31,6 +33,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .calls import refusing_calls
 from .checks import check_array, without
 from . import rules
 from .exercises import ExerciseError
@@ -77,15 +80,21 @@ def _first_line(e: BaseException, limit: int = 300, keep_lines: bool = False) ->
     return f"{type(e).__name__}: {' '.join(line.strip() for line in lines)[:limit]}"
 
 
-def _build(name: str, shapes: Sequence[tuple[int, ...]], **attrs: Any) -> tuple[list[Any], Any]:
-    """Inputs of ``shapes`` and ``apply(name, *inputs, **attrs)`` in a fresh graph; the shape rule must agree."""
+def _build(name: str, shapes: Sequence[tuple[int, ...]], refuse: Sequence[Any] = (),
+           **attrs: Any) -> tuple[list[Any], Any]:
+    """Inputs of ``shapes`` and ``apply(name, *inputs, **attrs)`` in a fresh graph; the shape rule must agree.
+
+    ``refuse`` (here and in :func:`_run`, :func:`_gradcheck`): the library's functions the student's code may not
+    run, however it holds them; the answer keys are refused always (:func:`~.calls.refusing_calls`).
+    """
     from .. import graph as _graph
     from ..ops import apply, leaves
 
     with _graph.Graph(f"check {name}"):
         xs = [leaves.input(f"in{i}", s) for i, s in enumerate(shapes)]
         try:
-            y = apply(name, *xs, **attrs)
+            with refusing_calls(name, *refuse):
+                y = apply(name, *xs, **attrs)
         except (NotImplementedError, ExerciseError):
             raise
         except Exception as e:  # noqa: BLE001 - the student's shape rule failing is a finding
@@ -96,11 +105,13 @@ def _build(name: str, shapes: Sequence[tuple[int, ...]], **attrs: Any) -> tuple[
     return xs, y
 
 
-def _run(outputs: Any, feeds: dict[Any, np.ndarray], backend: str = "numpy", what: str = "") -> Any:
+def _run(outputs: Any, feeds: dict[Any, np.ndarray], backend: str = "numpy", what: str = "",
+         refuse: Sequence[Any] = ()) -> Any:
     from ..backends import run
 
     try:
-        return run(outputs, feeds, backend=backend, on_nan="ignore")
+        with refusing_calls(what or "your op", *refuse):
+            return run(outputs, feeds, backend=backend, on_nan="ignore")
     except NotImplementedError:
         raise
     except ExerciseError:
@@ -219,7 +230,7 @@ def wgsl_standin(expr: str, dtype: Any = np.float32, **values: Any) -> np.ndarra
 
 
 def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], dict[str, np.ndarray]]],
-                    reference: Callable[..., np.ndarray], hint: str) -> None:
+                    reference: Callable[..., np.ndarray], hint: str, refuse: Sequence[Any] = ()) -> None:
     """Run ``name`` on wgpu for each (attrs, inputs) case against ``reference``; without a GPU, the stand-in."""
     if not isinstance(expr, str):
         raise _fail(f"{name}'s gpu=GPU(expr=...) should be the formula as text, "
@@ -235,8 +246,9 @@ def _gpu_or_standin(name: str, expr: Any, cases: Sequence[tuple[dict[str, Any], 
         want = reference(*(v.astype(np.float64) for v in f32.values()), **attrs)
         label = f"{name}({', '.join(f32)}{''.join(f', {k}={v:.4g}' for k, v in attrs.items())})"
         if gpu:
-            xs, y = _build(name, [v.shape for v in f32.values()], **attrs)
-            got = _run(y, dict(zip(xs, f32.values())), backend="wgpu", what=f"{label} (your GPU formula)")
+            xs, y = _build(name, [v.shape for v in f32.values()], refuse, **attrs)
+            got = _run(y, dict(zip(xs, f32.values())), backend="wgpu", what=f"{label} (your GPU formula)",
+                       refuse=refuse)
             place = "on the GPU (wgpu, float32)"
         else:
             if expr.count("(") != expr.count(")"):
@@ -265,6 +277,14 @@ _KATEX_TO_MATHTEXT = [
     (re.compile(r"\\\\"), r";\\ "), (re.compile(r"&"), r"\\ "),
     (re.compile(r"\\(?:text|textrm|textit|operatorname\*?|mathop)\{"), r"\\mathrm{"),
     (re.compile(r"\\[dt]frac\b"), r"\\frac"),
+    (re.compile(r"\\displaystyle(?![A-Za-z])"), ""),
+    # KaTeX's short names for symbols mathtext knows by their long ones (\le for \leq: standard LaTeX)
+    (re.compile(r"\\(le|ge|lt|gt|land|lor|lnot|iff|implies|gets|lVert|rVert|lvert|rvert|isin|infin|sdot)"
+                r"(?![A-Za-z])"),
+     lambda m: {"le": r"\leq", "ge": r"\geq", "lt": "<", "gt": ">", "land": r"\wedge", "lor": r"\vee",
+                "lnot": r"\neg", "iff": r"\Leftrightarrow", "implies": r"\Rightarrow", "gets": r"\leftarrow",
+                "lVert": r"\Vert", "rVert": r"\Vert", "lvert": "|", "rvert": "|", "isin": r"\in",
+                "infin": r"\infty", "sdot": r"\cdot"}[m.group(1)]),
 ]
 
 
@@ -301,7 +321,7 @@ def _explain_record(op: Any, name: str, must_name: str = "") -> None:
             except Exception as e:  # noqa: BLE001 - LaTeX that does not draw is the finding
                 raise _fail(f"explain[{lang!r}][{f!r}] of {name} is not LaTeX the inspector can draw (KaTeX's: the "
                             "check lays it out with matplotlib's mathtext after turning \\begin{cases}, "
-                            "\\begin{aligned}, \\text, \\operatorname, \\dfrac and \\\\ into mathtext's): "
+                            "\\begin{aligned}, \\text, \\operatorname, \\dfrac, \\le and \\\\ into mathtext's): "
                             f"{_first_line(e, 200)}", "write it without the $...$ around it, e.g. "
                             r"'y = \frac{x}{1 + |x|}'; braces must pair up") from None
             if must_name and not re.search(rf"\\{must_name}\b|\b{must_name}\b|α", fields[f]):
@@ -323,11 +343,13 @@ def _explain_record(op: Any, name: str, must_name: str = "") -> None:
 
 # --- exercise 1: elu(x, alpha) --------------------------------------------------------------------------
 
-def _gradcheck(y: Any, xs: Sequence[Any], feeds: dict[Any, np.ndarray]) -> Any:
+def _gradcheck(y: Any, xs: Sequence[Any], feeds: dict[Any, np.ndarray],
+               refuse: Sequence[Any] = ()) -> Any:
     from .. import gradcheck
 
     try:
-        return gradcheck(y, list(xs), feeds, atol=1e-7, rtol=1e-6, progress=False)
+        with refusing_calls("your vjp", *refuse):
+            return gradcheck(y, list(xs), feeds, atol=1e-7, rtol=1e-6, progress=False)
     except (NotImplementedError, ExerciseError):
         raise
     except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
@@ -448,8 +470,13 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     The library's softplus is switched off while the student's op runs.
     """
     from . import answer_keys as keys   # the references, loaded only when a check runs
+    from ..ops import spec
+
     rules.enforce(getattr(op, "numpy", None), rules.rule_for("17-your-own-op", 2), "bce_numpy")
     name = "bce_logits"
+    # the library's softplus kernel itself, taken before without(...) switches the op off in the registry: an
+    # answer holding it (a default argument, a closure) runs this very function
+    library = ((spec("softplus").numpy, "the library's softplus (its numpy kernel)"),)
     _registered(op, name, 2, "BCE")
     rng = np.random.default_rng(seed)
     why = "the exercise is the stable formula itself, written with numpy (section 5 shows how softplus is made stable)"
@@ -458,11 +485,11 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     Ze, Te = _extreme(rng, shape, 40.0, 1000.0), rng.uniform(0.0, 1.0, shape)
     Te[0, 0], Te[-1, -1] = 0.0, 1.0
     with without("softplus", why=why):
-        (z, t), y = _build(name, [shape, shape])
+        (z, t), y = _build(name, [shape, shape], library)
         if y.shape != shape:
             raise _fail(f"bce_logits of two inputs of shape {shape} should have shape {shape}, got {y.shape}")
         for label, Z, T in [("moderate", Zm, Tm), ("extreme", Ze, Te)]:
-            got = _run(y, {z: Z, t: T}, what=f"bce_logits at {label} logits")
+            got = _run(y, {z: Z, t: T}, what=f"bce_logits at {label} logits", refuse=library)
             try:
                 check_array(got, keys.bce_with_logits(Z, T), name="bce_logits(z, t)",
                             where=f"your numpy kernel in float64, at fresh {label} logits |z| up to "
@@ -482,7 +509,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
             w = leaves.input("w", shape)
             loss = _sum(w * y)
         W = rng.standard_normal(shape)
-        report = _gradcheck(loss, [z, t], {z: Zm, t: Tm, w: W})
+        report = _gradcheck(loss, [z, t], {z: Zm, t: Tm, w: W}, library)
         if not report.ok:
             bad = next(c for c in report.inputs if not c.ok)
             which = "z" if bad is report.inputs[0] else "t"
@@ -491,13 +518,13 @@ def bce_check(op: Any, seed: int | None = None) -> None:
             raise _fail(f"your vjp gives a wrong gradient for input {which} (float64 gradcheck at fresh moderate "
                         f"points): numerical {bad.numerical:.6g} vs your rule {bad.analytical:.6g}", hint)
         try:
-            with y.graph:
+            with y.graph, refusing_calls("bce_vjp", *library):
                 dz, dt = grad(loss, [z, t])
         except (NotImplementedError, ExerciseError):
             raise
         except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
             raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}") from None
-        gz, gt = _run([dz, dt], {z: Ze, t: Te, w: W}, what="your vjp at extreme logits")
+        gz, gt = _run([dz, dt], {z: Ze, t: Te, w: W}, what="your vjp at extreme logits", refuse=library)
         for label, got, want in [("d/dz", gz, W * (keys.sigmoid(Ze) - Te)), ("d/dt", gt, -W * Ze)]:
             try:
                 check_array(got, want, name=f"the gradient {label}", where="your vjp in float64, at fresh extreme "
@@ -514,7 +541,7 @@ def bce_check(op: Any, seed: int | None = None) -> None:
         shape_g = (2, int(rng.integers(3, 7)))
         cases = [({}, {"a": rng.standard_normal(shape_g) * 3.0, "b": rng.uniform(0, 1, shape_g)}),
                  ({}, {"a": _extreme(rng, shape_g, 90.0, 300.0), "b": rng.uniform(0, 1, shape_g)})]
-        _gpu_or_standin(name, expr, cases, keys.bce_with_logits,
+        _gpu_or_standin(name, expr, cases, keys.bce_with_logits, refuse=library,
                         hint="in float32, exp(a) overflows above a = 88.7: the same stable formula as your numpy "
                              "kernel (max(a, 0.0), abs, exp of -|a| only); f_log1p(e) from "
                              "shaders/elementwise_math.wgsl is log(1 + e) that keeps a tiny e")

@@ -14,9 +14,73 @@ LAZY = {
         "my_fusible(<plan of"),
 }
 
-MORE = [{
-    3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
-        "    bytes_saved = 0\n", "may not"),
-}]
+MORE = [
+    {
+        3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
+            "    bytes_saved = 0\n", "may not"),
+    },
+    {   # the check's references, reached where no rule reads a name: a default argument resolved from a string
+        # when the cell runs (the runner refuses to read the keys then), an attribute path built at run time in a
+        # closure, and a lookup by string inside the function, which runs only while the check (which has loaded
+        # the keys) calls it; the numbers for the notebook's own plan typed in
+        1: ("import pkgutil\n\nwith exercise(1):\n"
+            "    def memory_bytes(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.lessons.answer' + '_keys')):\n"
+            "        return _keys.peak_bytes(plan, itemsize), _keys.no_reuse_bytes(plan, itemsize)\n\n"
+            "    peak64, all64 = 0, 0\n", "answer_keys"),
+        2: ("import operator\n\nwith exercise(2):\n    def _make():\n"
+            "        find = operator.attrgetter('less' + 'ons.answer_keys.last_use')\n"
+            "        return lambda plan: find(at)(plan)\n\n    my_last_use = _make()\n",
+            "the check's own reference"),
+        3: ("import pkgutil\n\nwith exercise(3):\n    def my_fusible(plan):\n"
+            "        return pkgutil.resolve_name('asgteach.lessons.answer' + '_keys:fusible_values')(plan)\n\n"
+            "    bytes_saved = 51712\n", "the check's own reference"),
+    },
+]
 
-HONEST: list = []
+# honest answers in other styles than the reference: each list entry a submission that must score full marks
+HONEST = [
+    {   # explicit loops; the last use found walking the steps backwards; reads counted with a Counter
+        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n        peak = 0\n"
+            "        for row in plan.liveness(itemsize):\n            peak = max(peak, row['live_bytes'])\n"
+            "        everything = 0\n        for nid in plan.node_ids:\n"
+            "            everything += int(np.prod(plan.graph.nodes[nid].shape)) * itemsize\n"
+            "        return peak, everything\n\n    peak64, all64 = memory_bytes(plan, 8)\n"),
+        2: ("with exercise(2):\n    def my_last_use(plan):\n        last = {}\n        steps = plan.steps\n"
+            "        for k in range(len(steps) - 1, -1, -1):      # backwards: the first reader met is the last\n"
+            "            for i in steps[k].node.inputs:\n                if i not in last:\n"
+            "                    last[i] = k\n        return last\n"),
+        3: ("from collections import Counter\n\nwith exercise(3):\n"
+            "    ELEMENTWISE = {'arithmetic', 'activation', 'comparison'}\n\n    def my_fusible(plan):\n"
+            "        reads = Counter(i for step in plan.steps for i in step.node.inputs)\n"
+            "        reader = {i: step.node for step in plan.steps for i in step.node.inputs}\n"
+            "        written = set(plan.outputs) | set(plan.folded)\n"
+            "        return [s.node.id for s in plan.steps\n"
+            "                if spec(s.node.op).category in ELEMENTWISE and s.node.id not in written\n"
+            "                and reads[s.node.id] == 1 and spec(reader[s.node.id].op).category in ELEMENTWISE\n"
+            "                and reader[s.node.id].shape == s.node.shape]\n\n"
+            "    bytes_saved = 4 * sum(plan.graph.nodes[i].size for i in my_fusible(plan))\n"),
+    },
+    {   # numpy arrays; a dict comprehension (a later step overwrites an earlier one); readers as SETS of steps,
+        # so x * x counts one reader, as the exercise's words ("read by exactly one step") and the GPU's chains
+        # pass count them
+        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
+            "        alive = np.array([r['live_bytes'] for r in plan.liveness(itemsize=itemsize)])\n"
+            "        sizes = np.array([plan.graph.nodes[i].size for i in plan.node_ids])\n"
+            "        return int(alive.max()), int(sizes.sum()) * itemsize\n\n"
+            "    peak64, all64 = memory_bytes(plan, 8)\n"),
+        2: ("with exercise(2):\n    def my_last_use(plan):\n"
+            "        return {i: k for k, step in enumerate(plan.steps) for i in step.node.inputs}\n"),
+        3: ("with exercise(3):\n    def is_elementwise(op):\n"
+            "        return spec(op).category in ('arithmetic', 'activation', 'comparison')\n\n"
+            "    def my_fusible(plan):\n        readers = {}\n        for step in plan.steps:\n"
+            "            for i in set(step.node.inputs):\n"
+            "                readers.setdefault(i, {})[step.node.id] = step.node   # one entry per reading step\n"
+            "        fusible = []\n        for step in plan.steps:\n            node = step.node\n"
+            "            if not is_elementwise(node.op) or node.id in plan.outputs or node.id in plan.folded:\n"
+            "                continue\n            users = list(readers.get(node.id, {}).values())\n"
+            "            if len(users) == 1 and is_elementwise(users[0].op) and users[0].shape == node.shape:\n"
+            "                fusible.append(node.id)\n        return fusible\n\n"
+            "    saved_values = my_fusible(plan)\n"
+            "    bytes_saved = sum(4 * g.nodes[i].size for i in saved_values)\n"),
+    },
+]
