@@ -11,24 +11,11 @@
 // global-memory latency. The multiply-add block is unrolled by the backend (over BK too) so the
 // accumulators stay in registers and shared-memory offsets are constants.
 //
-// One or two copies of the shared tiles ("stages", chosen per tile by the backend). With one copy,
-// each K step needs two barriers: one before the multiply (the tile is all there) and one after it
-// (nobody reads the tile any more, so it may be overwritten). With two copies, As0/Bs0 and As1/Bs1,
-// the next tile is stored into the copy that nobody reads while the current one is multiplied, and
-// one barrier per K step is enough. The loop body is then written out twice (tile t in copy 0,
-// tile t + 1 in copy 1), so that which copy a read uses is part of the code and not an index: see
-// the next paragraph for why an index costs.
-//
 // Why As and Bs are arrays of rows: WebGPU checks every index (wgpu clamps it into range), and
 // a clamp costs an instruction per read unless the compiler can hoist it. In a flat array the
 // index k * BM/4 + column changes with k, so every one of the 4 reads per K step was clamped
 // anew; with [k][column] the constant k needs no check and the column's clamp is the same at
 // every step. On an H100 that took the 2048^3 product from 37 to 43 TFLOP/s (bench/README.md).
-//
-// Workgroup order (variant "-gN", GROUP > 1): the GPU starts workgroups in the order of their index,
-// x fastest. Walked row by row, the workgroups running at the same time share one row of A's tiles
-// but read every column of B's; taken GROUP tile rows at a time (down a column of tiles, then the
-// next column), they read GROUP rows of A and as many columns of B, which stay in the L2 cache.
 //
 // Epilogue (variant ":bias"): C = A @ B + bias, the bias (N,) added to every row as C is stored,
 // when a Linear layer's "+ b" is the product's only reader (pass wgpu_passes/epilogue.py); the add runs no kernel.
@@ -48,7 +35,6 @@ const BK: u32 = {{BK}}u;
 const TX: u32 = {{TX}}u;           // threads along N  (= BN / TN)
 const TY: u32 = {{TY}}u;           // threads along M  (= BM / TM)
 const T: u32 = TX * TY;
-const GROUP: u32 = {{GROUP}}u;     // tile rows per group of workgroups (1: row by row)
 const LA: u32 = {{LA}}u;           // A-tile loads per thread
 const LB: u32 = {{LB}}u;           // B-tile loads per thread
 
@@ -60,7 +46,8 @@ const LB: u32 = {{LB}}u;           // B-tile loads per thread
 // Two-dimensional, so the row index (k, a constant in the unrolled multiply) and the column
 // index (depends on the thread only) are bounds-checked separately: the column's check is the
 // same at every k, and the compiler computes it once instead of once per read.
-{{SHARED_DECL}}
+var<workgroup> As: array<array<vec4<f32>, {{BM4}}>, BK>;   // [k][m / 4]
+var<workgroup> Bs: array<array<vec4<f32>, {{BN4}}>, BK>;   // [k][n / 4]
 
 fn batch_offsets(z: u32) -> vec3<u32> {
     var rest = z;
@@ -90,7 +77,8 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     let tx = lid.x;
     let ty = lid.y;
     let tid = ty * TX + tx;
-{{TILE_POS}}
+    let row0 = wid.y * BM;
+    let col0 = wid.x * BN;
     let offs = batch_offsets(wid.z);
     let a_off = offs.x;
     let b_off = offs.y;
@@ -102,6 +90,16 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     let ntiles = (K + BK - 1u) / BK;
 
     {{LOAD_GLOBAL}}
-{{MAIN_LOOP}}
+    for (var t = 0u; t < ntiles; t++) {
+        {{STORE_SHARED}}
+        workgroupBarrier();
+        if (t + 1u < ntiles) {
+            let k0 = (t + 1u) * BK;
+            {{LOAD_NEXT}}
+        }
+        // the BK steps of the tile, unrolled: each reads TM/4 + TN/4 vec4s and does TM*TN/4 vec4 FMAs
+{{COMPUTE}}
+        workgroupBarrier();
+    }
 {{STORE_C}}
 }

@@ -34,7 +34,7 @@ from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
-from .wgpu_matmul import Tile, candidates, matmul_source
+from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
 
 __all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm",
            "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
@@ -528,7 +528,7 @@ def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, 
     def count(c: Tile) -> int:
         return math.ceil(n / c.bn) * math.ceil(m / c.bm) * nb
 
-    fits = [c for c in candidates(tile) if m % c.bm == 0 and n % c.bn == 0 and k % c.bk == 0]
+    fits = [c for c in (tile, *FALLBACK_TILES) if m % c.bm == 0 and n % c.bn == 0 and k % c.bk == 0]
     if fits:
         tile = next((c for c in fits if count(c) >= MIN_GROUPS), max(fits, key=count))
     aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
