@@ -89,3 +89,29 @@ def test_tile_text_round_trips_and_bad_tiles_are_refused() -> None:
         Tile.parse("128x128x16x8x6")
     with pytest.raises(ValueError, match="not usable"):
         Tile.parse("256x256x16x8x8")          # 1024 threads
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["2-D", "batched"])
+def test_a_training_steps_gradient_products_read_their_operands_in_place(batched: bool) -> None:
+    """dX = dY W^T runs as ONE NT kernel and dW = X^T dY as ONE TN kernel, each reading the stored W and X
+    where they are (no transpose kernel); bench/matmul_gpu.py --layouts nt,tn times these kernels."""
+    rng = np.random.default_rng(5)
+    shape = (2, 128, 64) if batched else (256, 64)
+    with at.Graph() as g:
+        x = at.input("x", shape)
+        y = at.nn.Linear(64, 128, name="lin")(x)
+        loss = at.mean(y * y)
+        w = at.Tensor(g, next(p.id for p in g.nodes if p.op == "parameter" and p.shape == (64, 128)))
+        gw, gx = at.grad(loss, [w, x])
+        plan = wgpu_backend.compile(g, [gw.node_id, gx.node_id])
+    xv, wv = rng.standard_normal(shape), rng.standard_normal((64, 128)) * 0.1
+    bv = np.zeros(128)
+    b = at.Tensor(g, next(p.id for p in g.nodes if p.op == "parameter" and p.shape == (128,)))
+    got_w, got_x = plan.run({x: xv.astype(np.float32), w: wv.astype(np.float32), b: bv.astype(np.float32)})
+    gy = 2 * (xv @ wv) / (xv @ wv).size                     # d mean(y * y) / dy, y = x @ W + 0
+    want_x, want_w = gy @ wv.T, xv.reshape(-1, 64).T @ gy.reshape(-1, 128)
+    np.testing.assert_allclose(got_x, want_x, rtol=1e-4, atol=1e-4 * np.abs(want_x).max())
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-4, atol=1e-4 * np.abs(want_w).max())
+    layouts = [d.key[2].split(":")[2] for d in plan.dispatches if d.entry == "matmul"]
+    assert sorted(layouts) == ["NN", "NT", "TN"], layouts    # forward, dX, dW
+    assert not [d for d in plan.dispatches if d.node.op == "transpose"]
