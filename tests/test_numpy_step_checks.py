@@ -1,8 +1,9 @@
 """The checks a numpy training step makes on its outputs, on outputs of every size.
 
-A run looks at every output once (a dot product ``x . x`` or a ``min``, one pass, no
-temporary), so these tests use outputs on both sides of the size where the reduction
-changes, values whose squares overflow float32, and NaN or inf in one element only.
+A run looks at every float output once (a dot product ``x . x``, one pass, no temporary;
+the check is written out for each output's declared rank), so these tests use outputs small
+and large, of every rank and layout, values whose squares overflow float32, and NaN or inf in
+one element only.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
+from asgteach.ops import OpSpec, apply, registered
 
 ROWS, IN, OUT = 4, 200, 100    # the weight has 20,000 elements: a "large" output
 
@@ -72,3 +74,56 @@ def test_a_nan_in_any_one_element_of_an_output_is_found(size: int, dtype: type) 
             plan.run({a: zeros, b: poisoned})   # 0 * inf = NaN in one element of the product
         got = plan.run({a: zeros, b: poisoned}, on_nan="ignore")
         assert np.isnan(got[1]).sum() == 1 and np.isnan(got[1][where]) and not np.isnan(got[0]).any()
+
+
+def test_outputs_of_every_rank_and_layout_are_checked_and_integers_skipped() -> None:
+    """The check is written for each output's declared kind and shape: a 0-d loss, a vector, a matrix, a
+    transposed (non-contiguous) 3-d value and an integer output. A NaN that the run makes in any one
+    element of any float output is found; the integer output has no line of its own in the check."""
+    shapes = {"s": (5,), "v": (5,), "m": (3, 4), "t": (2, 3, 4)}
+    with at.Graph(name="ranks"):
+        a = {k: at.input(f"a_{k}", s) for k, s in shapes.items()}
+        b = {k: at.input(f"b_{k}", s) for k, s in shapes.items()}
+        outs = [at.sum(a["s"] * b["s"]), a["v"] * b["v"], a["m"] * b["m"],
+                at.transpose(a["t"] * b["t"], (2, 0, 1)), at.argmax(b["m"], axis=1)]
+    plan = at.compile(outs)
+    check = plan.source.split("def nan_check(outs):")[1]
+    assert check.count("return True") == 4, check   # one test per float output, none for argmax's ids
+    zeros = {a[k]: np.zeros(s) for k, s in shapes.items()}
+    ones = {b[k]: np.ones(s) for k, s in shapes.items()}
+    got = plan.run({**zeros, **ones})
+    assert got[3].shape == (4, 2, 3) and not got[3].flags.c_contiguous   # (a view: reshape(-1) copies it)
+    for j, k in enumerate(shapes):
+        where = tuple(n - 1 for n in shapes[k])   # the last element: 0 * inf = NaN there only
+        poisoned = {**ones, b[k]: ones[b[k]].copy()}
+        poisoned[b[k]][where] = np.inf
+        with pytest.raises(at.NumericsError, match="NaN first appears in mul"):
+            plan.run({**zeros, **poisoned})
+        got = plan.run({**zeros, **poisoned}, on_nan="ignore")
+        assert np.isnan(got[j]).sum() == 1 and all(not np.isnan(o).any() for i, o in enumerate(got[:4]) if i != j)
+
+
+def test_a_nan_in_a_zero_d_output_made_by_the_run_names_its_op() -> None:
+    with at.Graph(name="scalar_nan"):
+        x = at.input("x", (3,))
+        loss = at.sum(at.log(x))   # log(-1) = NaN: the loss is NaN
+    with pytest.raises(at.NumericsError, match="NaN first appears in log"):
+        at.run(loss, {x: np.array([1.0, -1.0, 2.0])})
+    assert np.isnan(at.run(loss, {x: np.array([1.0, -1.0, 2.0])}, on_nan="ignore"))
+    assert at.run(loss, {x: np.array([1.0, np.inf, 2.0])}) == np.inf   # inf is a value, not an error
+
+
+def test_a_kernel_that_returns_another_shape_than_declared_still_has_its_nan_found() -> None:
+    """The written-out check trusts the declared shapes; a user's op whose kernel breaks them (declares a
+    scalar, returns a vector) makes it fail, and then every output is looked at as it is."""
+    spec = OpSpec(name="sloppy_sum", category="reduction", arity=1, infer=lambda s, **_: (),
+                  numpy=lambda x: x * 1.0,   # a bug: declares (), returns x's shape
+                  not_differentiable="a test op")
+    with registered(spec):
+        with at.Graph(name="sloppy"):
+            x = at.input("x", (3,))
+            y = apply("sloppy_sum", at.log(x))
+        plan = at.compile([y])
+        assert plan.run({x: np.ones(3)})[0].shape == (3,)   # (wrong, but no NaN: returned as it is)
+        with pytest.raises(at.NumericsError, match="NaN first appears in log"):
+            plan.run({x: np.array([1.0, -1.0, 2.0])})

@@ -6,6 +6,9 @@ plan as several functions of ``PART_STEPS`` steps, so that compiling takes littl
 The text is not kept: :func:`source` writes it again whenever ``plan.source`` is read.
 The generated program calls three helpers of this module to hand outputs over to the
 caller (``_copy``, ``_own``, ``_writable``: see ``numpy_memory.plan_outputs``).
+
+The NaN check that ``plan.run`` makes on the outputs is written out too
+(:func:`write_nan_check`): one line per output, chosen from its declared kind and shape.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from .numpy_memory import Handover
 if TYPE_CHECKING:
     from .numpy_plan import Step
 
-__all__ = ["generate", "source", "write", "literal", "Program", "PART_STEPS"]
+__all__ = ["generate", "source", "write", "write_nan_check", "nan_in", "literal", "Program", "PART_STEPS"]
 
 
 def _copy(a: Any) -> np.ndarray:
@@ -51,6 +54,21 @@ def _own(a: Any, avoid: tuple[Any, ...]) -> np.ndarray:
     return np.array(a, copy=True)
 
 
+def nan_in(a: Any) -> bool:
+    """Whether ``a`` (any output: an array, a numpy scalar, of any dtype) holds a NaN. Exact.
+
+    The general form of the generated check below, for what it does not know in advance:
+    one ``x . x`` for a float array (see :func:`write_nan_check`), and on a hit the
+    element-by-element look that confirms it.
+    """
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc":
+        return False
+    flat = a.reshape(-1)
+    r = flat.dot(flat)
+    return bool(r != r) and bool(np.isnan(flat).any())
+
+
 def literal(value: Any) -> str | None:
     """``value`` as Python source, when it is a plain literal that reads back equal; else None."""
     if value is None or type(value) in (bool, int, str) or (type(value) is float and math.isfinite(value)):
@@ -62,7 +80,7 @@ def literal(value: Any) -> str | None:
     return None
 
 
-_RESERVED = re.compile(r"[vo]\d+|a\d+_\w+|env|program|part_\d+|_copy|_own|_writable")
+_RESERVED = re.compile(r"[vo]\d+|a\d+_\w+|env|program|part_\d+|nan_check|_copy|_own|_writable")
 
 #: A plan of more steps than this is written as several functions ("parts") of at most this many
 #: steps each, and a function ``program`` that calls them in turn. CPython needs about 3 KB of
@@ -87,6 +105,8 @@ class Program:
     lines: array
     #: the most steps in one part (``PART_STEPS`` when it was compiled)
     part_steps: int
+    #: ``nan_check(outputs) -> bool``: whether an output may hold a NaN (see :func:`write_nan_check`)
+    nan_check: Callable[[list[Any]], bool]
 
     def step_at(self, tb: TracebackType | None) -> int | None:
         """The index of the step whose line raised, from the exception's traceback (None if not ours)."""
@@ -267,19 +287,71 @@ def _handover_lines(out_slots: list[int], handover: list[Handover], var: dict[in
     return lines
 
 
+def write_nan_check(outputs: list[tuple[bool, int]]) -> str:
+    """The source of ``nan_check(outs)``: whether an output may hold a NaN (``plan.run``'s ``on_nan``).
+
+    ``outputs``: for each output, whether its node is a float and how many axes it has.
+
+    **What it must do.** ``plan.run`` promises that a NaN in an output does not pass
+    silently: it is explained (the op that made it, its inputs, the user's line). So every
+    element of every float output is looked at, on every run: no smaller set of values
+    would do. Checking only the loss is not enough: a finite forward pass can have a NaN
+    gradient (``sqrt`` at 0 gives ``inf``, times a zero gives NaN), and a NaN in a fed
+    parameter reaches only that parameter's update. And the outputs already are the values
+    that every NaN ends up in: a NaN that no output receives (masked by a ``where``) is not
+    an error. The check does not judge infinities (they are values; the Trainer, which
+    refuses a step with an infinite gradient, checks that itself).
+
+    **How cheaply.** One pass over each array, no temporary: ``x . x`` (one BLAS dot
+    product) is NaN exactly when some element of ``x`` is. Its terms are squares, never
+    negative, so no ``inf - inf`` can make a NaN that is not there, and an overflow gives
+    ``inf``, not NaN. (A sum would raise false alarms from ``inf - inf``; ``min`` also
+    propagates NaN, but was slower than the dot here; ``np.isnan(x).any()`` writes a
+    temporary as big as ``x``.) A hit is confirmed element by element (:func:`nan_in`)
+    before the step-by-step search that names the op.
+
+    **Why it is written out** rather than a loop over the outputs: what each output is is
+    known when compiling. An integer output cannot hold a NaN and gets no line; a 0-d
+    output (a loss) is tested by ``math.isnan`` itself; a 1-d one needs no ``reshape``.
+    For a training step's seven outputs that halves the Python work around the dot
+    products (about 1.5 us of 7 per step for bench/mlp_step.py's MLP; the rest is the
+    reading of 110,000 numbers, most of them the first layer's new weights).
+
+    A kernel that returns another shape than its op declared (a user's op with a bug)
+    makes a line raise (``math.isnan`` of an array, the dot of a matrix): ``plan.run``
+    then checks each output with :func:`nan_in`, which assumes nothing.
+    """
+    lines = ["def nan_check(outs):",
+             "    # plan.run's NaN check: x . x is NaN exactly when an element of x is (one pass, no temporary)"]
+    if len(outputs) > PART_STEPS:   # (a function of one line per output would take long to compile)
+        return "\n".join([*lines, "    return any(map(_nan_in, outs))"]) + "\n"
+    for j, (is_float, ndim) in enumerate(outputs):
+        if not is_float:
+            continue   # an integer output holds no NaN
+        if ndim == 0:
+            lines.append(f"    if _isnan(outs[{j}]):")
+        else:
+            lines.append(f"    x = outs[{j}]" + (".reshape(-1)" if ndim > 1 else ""))
+            lines.append("    if _isnan(x.dot(x)):")
+        lines.append("        return True")
+    lines.append("    return False")
+    return "\n".join(lines) + "\n"
+
+
 def _helpers() -> dict[str, Any]:
-    return {"_copy": _copy, "_own": _own, "_writable": _writable}
+    return {"_copy": _copy, "_own": _own, "_writable": _writable, "_isnan": math.isnan, "_nan_in": nan_in}
 
 
 def generate(steps: list[Step], inplace: dict[int, int], preloaded: list[int], out_slots: list[int],
-             handover: list[Handover], same: dict[int, int]) -> Program:
+             handover: list[Handover], same: dict[int, int], outputs: list[tuple[bool, int]]) -> Program:
     """Write the plan out as straight-line Python (see :func:`write`) and compile it, one part at a time.
 
     Compiling Python source is not free (about ten microseconds per line, so a second for a
     graph of 60,000 steps), so the program holds nothing but the steps: no bookkeeping
     statement per step (which step failed is read from the traceback's line number:
     :meth:`Program.step_at`), and each constant read once. Nothing of the source is kept:
-    :func:`source` writes it again when asked (``plan.source``).
+    :func:`source` writes it again when asked (``plan.source``). ``outputs`` (each output's
+    kind and number of axes) is for the NaN check, :func:`write_nan_check`.
     """
     names = _helpers()
     parts: dict[CodeType, int] = {}
@@ -290,11 +362,14 @@ def generate(steps: list[Step], inplace: dict[int, int], preloaded: list[int], o
         if not (fn == "program" and parts):   # a part (not the driver that calls several parts)
             parts[names[fn].__code__] = len(parts)
         lines.extend(step_lines)
-    return Program(names["program"], parts, lines, size)
+    exec(builtins.compile(write_nan_check(outputs), "<asgteach numpy plan>", "exec"), names)  # noqa: S102
+    return Program(names["program"], parts, lines, size, names["nan_check"])
 
 
 def source(steps: list[Step], inplace: dict[int, int], preloaded: list[int], out_slots: list[int],
-           handover: list[Handover], same: dict[int, int], part_steps: int | None = None) -> str:
-    """The text of the program :func:`generate` compiled for the same arguments (written again, not kept)."""
+           handover: list[Handover], same: dict[int, int], outputs: list[tuple[bool, int]],
+           part_steps: int | None = None) -> str:
+    """The text of the program :func:`generate` compiled for the same arguments, and of its NaN
+    check (written again, not kept)."""
     parts = write(steps, inplace, preloaded, out_slots, handover, same, _helpers(), part_steps)
-    return "\n".join(text for _, text, _ in parts)
+    return "\n".join([*(text for _, text, _ in parts), write_nan_check(outputs)])

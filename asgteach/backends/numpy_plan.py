@@ -35,9 +35,10 @@ kernels on small arrays take microseconds, so per-step Python overhead matters):
   alias (a feed or a constant asked for as such, a view such as ``reshape`` of one, the
   same node asked for twice, a read-only ``broadcast_to``) is copied — ``plan.source``
   ends with the lines that decide it;
-* the NaN check on the outputs is one reduction per output (``min(x)``, or the dot
-  product ``x . x`` for small ones: each is NaN exactly when some element of x is), and
-  only a hit triggers the step-by-step search that names the node.
+* the NaN check on the outputs is one dot product ``x . x`` per float output (NaN exactly
+  when some element of x is), written out at compile time for the outputs' declared kinds
+  and shapes (``numpy_codegen.write_nan_check`` says why every output element is read),
+  and only a hit triggers the step-by-step search that names the node.
 
 Keeping a compiled plan small (a long graph's plan used to take 4 KB per node, six times
 its graph): it keeps the compiled program, ``node_ids``, the leaves and constants and the
@@ -61,7 +62,7 @@ import threading
 from bisect import bisect_left
 from dataclasses import dataclass
 from functools import partial, wraps
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -70,7 +71,7 @@ from ..ops.registry import spec
 from ..ops.nn import IdsOutOfRange
 from . import ids
 from .common import FeedError, KernelError, NumericsError, created_at, feed_array, missing_feed_error, resolve_feeds
-from .numpy_codegen import generate, source
+from .numpy_codegen import generate, nan_in, source
 from .numpy_memory import plan_inplace, plan_outputs
 
 __all__ = ["Plan", "Step"]
@@ -176,8 +177,10 @@ class Plan:
             if s in pre and v.size <= 64:
                 self._same[s] = first.setdefault((v.dtype.str, v.shape, v.tobytes()), s)
         del first, pre
-        self._program = generate(live, self.inplace, preloaded, self._out_slots, self._handover, self._same)
+        self._program = generate(live, self.inplace, preloaded, self._out_slots, self._handover, self._same,
+                                 self._output_kinds())
         self._run_program = self._program.run
+        self._nan_check = self._program.nan_check
         del live, preloaded
         # For the short feed path: which slot each feed key fills, and what its leaf expects.
         #: id(key) -> (key, slot, declared shape, is a float leaf); slot -1 - node id: a node not needed here
@@ -211,7 +214,12 @@ class Plan:
         slot = self.slot
         live = self._live(self._bind(slot))
         return source(live, self.inplace, self._preloaded(live, slot), self._out_slots, self._handover, self._same,
-                      self._program.part_steps)
+                      self._output_kinds(), self._program.part_steps)
+
+    def _output_kinds(self) -> list[tuple[bool, int]]:
+        """For the NaN check: whether each output is a float, and how many axes it has (as declared)."""
+        nodes = self.graph.nodes
+        return [(nodes[i].dtype == "float", len(nodes[i].shape)) for i in self.outputs]
 
     def _bind(self, slot: dict[int, int]) -> list[Step]:
         """Bind: each computed node's kernel with its attributes frozen, the slots it reads and writes,
@@ -345,10 +353,19 @@ class Plan:
                 self._learn_keys(feeds, params)
             with np.errstate(all="ignore"):  # inf and NaN are values here; NaNs are explained below
                 outs = self._execute(env)
-                nan = on_nan != "ignore" and _has_nan(outs)
+                nan = on_nan != "ignore" and self._has_nan(outs)
             if nan:
                 self._nan_found(feeds, dtype, on_nan, params)
             return outs
+
+    def _has_nan(self, outs: list[Any]) -> bool:
+        """Whether an output holds a NaN: the generated check (``numpy_codegen.write_nan_check``:
+        one ``x . x`` per float output), then, on a hit, element by element."""
+        try:
+            maybe = self._nan_check(outs)
+        except Exception:   # an output not of its declared shape (a kernel's bug): look at each as it is
+            maybe = True
+        return maybe and any(nan_in(o) for o in outs)
 
     # -- the short feed path -----------------------------------------------------------------
     def _learn_keys(self, *groups: Mapping[Any, Any] | None) -> None:
@@ -510,27 +527,3 @@ class Plan:
 
 class _Stop(Exception):
     pass
-
-
-def _has_nan(outs: Sequence[Any]) -> bool:
-    """Whether any float output holds a NaN.
-
-    One reduction per output, no temporary, and it cannot invent a NaN (a sum could, from
-    inf - inf): ``min`` propagates NaN; so does the dot product ``x . x`` (squares are never
-    negative, overflow gives inf), which BLAS does faster on small arrays. NaN is the one
-    value not equal to itself. A hit is confirmed element by element. (Call under errstate:
-    the dot product may overflow, harmlessly.)
-    """
-    for o in outs:
-        if o.dtype.kind != "f":
-            continue
-        if o.ndim == 0:
-            r = o
-        elif o.size > 16384:
-            r = np.minimum.reduce(o, axis=None)
-        else:
-            flat = o if o.ndim == 1 else o.ravel()
-            r = flat.dot(flat)
-        if r != r and np.isnan(o).any():
-            return True
-    return False
