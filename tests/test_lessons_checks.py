@@ -324,6 +324,43 @@ def test_without_switches_the_library_off_and_back_on() -> None:
     assert at.optim.Adam.build.__name__ == "build"
 
 
+def test_without_refuses_the_library_held_where_no_name_shows() -> None:
+    """A default argument, a closure or a spec's kernel taken before the block: each is the library, and is refused."""
+    def by_default(z, _k=registry.spec("log_softmax").numpy):
+        return _k(z, axis=-1)
+    kernel = registry.spec("softmax").numpy
+
+    def by_closure(z):
+        return np.log(kernel(z, axis=-1))
+
+    def clipped(gs, _clip=at.optim.clip_grad_norm):
+        return _clip(gs, 1.0)
+    case = [((np.zeros(3),), np.log(np.full(3, 1 / 3)))]
+    for lazy in (by_default, by_closure):
+        with pytest.raises(ExerciseError, match="the library's (log_)?softmax.*with numpy"):
+            with without("log_softmax", "softmax", why="with numpy"):
+                check_function(lazy, case)
+    with pytest.raises(ExerciseError, match="clip_grad_norm"):
+        with without(attrs=[(at.optim, "clip_grad_norm")]):
+            clipped([np.ones(3)])
+
+    def honest(z):            # numpy only; other ops of the library stay usable inside the block
+        shifted = z - z.max(axis=-1, keepdims=True)
+        return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    with without("log_softmax", "softmax", why="with numpy"):
+        check_function(honest, case)
+        assert at.run(at.exp(at.constant(np.zeros(2))), {}).tolist() == [1.0, 1.0]
+
+
+def test_nested_watches_both_keep_watching() -> None:
+    """A check's own watch inside without(...) does not switch the outer one off."""
+    from asgteach.lessons.calls import refusing_calls
+    kernel = registry.spec("softmax").numpy
+    with pytest.raises(ExerciseError, match="the library's softmax"):
+        with without("softmax"), refusing_calls("inner", np.linalg.norm):
+            kernel(np.zeros(3), axis=-1)
+
+
 def test_a_naive_log_softmax_is_told_to_subtract_the_max() -> None:
     def naive(z):
         return np.log(np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True))

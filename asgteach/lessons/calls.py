@@ -56,7 +56,11 @@ def refusing_calls(name: str, *functions: Callable[..., Any] | tuple[Callable[..
     in_keys: dict[str, bool] = {}          # co_filename -> is it the keys' file (realpath once per file)
     found: list[str] = []
 
+    previous = sys.getprofile()
+
     def hook(frame: Any, event: str, arg: Any) -> None:
+        if previous is not None:       # a watch around this one (nested checks) keeps watching
+            previous(frame, event, arg)
         if event != "call" or found:
             return
         code = frame.f_code
@@ -71,7 +75,6 @@ def refusing_calls(name: str, *functions: Callable[..., Any] | tuple[Callable[..
                 found.append(f"your answer calls the check's own reference ({code.co_name}, in "
                              "asgteach/lessons/answer_keys.py): the exercise is to write it yourself")
 
-    previous = sys.getprofile()
     sys.setprofile(hook)
     try:
         yield

@@ -304,8 +304,14 @@ def without(*op_names: str, attrs: Sequence[tuple[Any, str]] = (), why: str = ""
     of ``attrs`` raises ExerciseError naming what was called: a check computes its expected
     values first, then calls the student's function inside ``without(...)``, so a function that
     hands the work to ``at.log_softmax`` or ``at.optim.Adam`` fails with ``why``.
+
+    Replacing them where they are looked up does not reach a function the answer already holds (a
+    default argument ``_ref=at.optim.clip_grad_norm``, a closure, an op's kernel taken from its spec),
+    so the block also watches what runs (:func:`~.calls.refusing_calls`): a call into the code of
+    those functions fails the check however it was reached.
     """
     from ..ops import registry
+    from .calls import refusing_calls
 
     def refuse(what: str) -> Callable[..., Any]:
         def refused(*args: Any, **kwargs: Any) -> Any:
@@ -313,13 +319,27 @@ def without(*op_names: str, attrs: Sequence[tuple[Any, str]] = (), why: str = ""
                                 + (f": {why}" if why else ""))
         return refused
 
+    watched: list[tuple[Any, str]] = []
     with ExitStack() as stack:
+        # an op's own kernel is watched; one that other ops share (a generic shape rule, a kernel reused
+        # under two names) is not: an answer may use those other ops
+        others = {}
+        for name, entry in registry.REGISTRY.items():
+            if name not in op_names:
+                others[getattr(getattr(entry, "numpy", None), "__code__", None)] = name
         for op in op_names:
+            kernel = registry.spec(op).numpy
+            if getattr(kernel, "__code__", None) not in others:
+                watched.append((kernel, f"the library's {op}"))
             stack.enter_context(registry.patched(op, numpy=refuse(f"the library's {op}"),
                                                  infer=refuse(f"the library's {op}")))
         for owner, attr in attrs:
             original = getattr(owner, attr)
             label = f"{getattr(owner, '__name__', type(owner).__name__)}.{attr}"
+            watched.append((original, label))
             setattr(owner, attr, refuse(label))
             stack.callback(setattr, owner, attr, original)
+        # keys=False: a check may compute its expected values inside the block (the checks that call the
+        # student's code with the keys loaded watch them with refusing_calls themselves)
+        stack.enter_context(refusing_calls("your answer", *watched, keys=False, why=why))
         yield

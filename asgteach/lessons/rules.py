@@ -44,11 +44,13 @@ DOORS = frozenset({
     "threading", "_thread", "multiprocessing", "concurrent", "signal", "atexit", "marshal", "pickle", "dill",
     "runpy", "types", "code", "codeop", "pathlib", "shutil", "socket", "traceback", "faulthandler", "resource",
     "nbgrader", "IPython", "linecache", "weakref", "asyncio", "pty", "tempfile", "io", "_io", "mmap", "fcntl",
+    "pkgutil", "pydoc", "zipimport",
 })
 #: names (called or read) that reach around the language: the namespace, attributes by string, code from strings
 DOOR_NAMES = frozenset({
     "globals", "locals", "vars", "eval", "exec", "compile", "__import__", "breakpoint", "open", "getattr",
     "setattr", "delattr", "__builtins__", "__build_class__",
+    "attrgetter", "methodcaller", "resolve_name", "locate",   # attributes and modules named by a string
 })
 #: attributes that lead to a function's globals, a frame, a class's insides or the module table
 DOOR_ATTRS = frozenset({
@@ -57,6 +59,7 @@ DOOR_ATTRS = frozenset({
     "__spec__", "__self__", "__func__", "__wrapped__", "__reduce__", "__reduce_ex__", "__setattr__",
     "__delattr__", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
     "ag_frame", "lessons", "modules", "_STATUS",
+    "attrgetter", "methodcaller", "resolve_name", "locate",
 })
 
 

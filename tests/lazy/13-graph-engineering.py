@@ -19,21 +19,22 @@ MORE = [
         3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
             "    bytes_saved = 0\n", "may not"),
     },
-    {   # the check's references, reached where no rule reads a name: a default argument resolved from a string
-        # when the cell runs (the runner refuses to read the keys then), an attribute path built at run time in a
-        # closure, and a lookup by string inside the function, which runs only while the check (which has loaded
-        # the keys) calls it; the numbers for the notebook's own plan typed in
+    {   # the check's references reached by a string: pkgutil.resolve_name (a door the rules name), and an
+        # attribute path that format strings follow (string.Formatter.get_field, which no rule names) in a closure,
+        # which runs only while the check (which has loaded the keys) calls it: the watch on what runs refuses it;
+        # the numbers for the notebook's own plan typed in
         1: ("import pkgutil\n\nwith exercise(1):\n"
             "    def memory_bytes(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.lessons.answer' + '_keys')):\n"
             "        return _keys.peak_bytes(plan, itemsize), _keys.no_reuse_bytes(plan, itemsize)\n\n"
-            "    peak64, all64 = 0, 0\n", "answer_keys"),
-        2: ("import operator\n\nwith exercise(2):\n    def _make():\n"
-            "        find = operator.attrgetter('less' + 'ons.answer_keys.last_use')\n"
-            "        return lambda plan: find(at)(plan)\n\n    my_last_use = _make()\n",
+            "    peak64, all64 = 0, 0\n", "imports pkgutil"),
+        2: ("import string\n\nwith exercise(2):\n    def _make():\n"
+            "        path = '0.less' + 'ons.answer_keys.last_use'\n"
+            "        return lambda plan: string.Formatter().get_field(path, [at], {})[0](plan)\n\n"
+            "    my_last_use = _make()\n",
             "the check's own reference"),
         3: ("import pkgutil\n\nwith exercise(3):\n    def my_fusible(plan):\n"
             "        return pkgutil.resolve_name('asgteach.lessons.answer' + '_keys:fusible_values')(plan)\n\n"
-            "    bytes_saved = 51712\n", "the check's own reference"),
+            "    bytes_saved = 51712\n", "imports pkgutil"),
     },
 ]
 

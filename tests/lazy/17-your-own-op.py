@@ -45,12 +45,13 @@ _BCE_OP = ('    BCE = OpSpec(name="bce_logits", category="loss", arity=2, infer=
 
 # more attempts on the judge: the library's softplus kernel held in a default argument (the check switches the
 # op off in the registry while the op runs; the kernel itself is the same function), and the check's reference
-# for elu reached by an attribute path built when the kernel runs
+# for elu reached by an attribute path that a format string follows, built when the kernel runs
 MORE.append({
-    1: ("import operator\n\nwith exercise(1):\n    ELU = OpSpec(\n"
+    1: ("import string\n\nwith exercise(1):\n    ELU = OpSpec(\n"
         "        name='elu', category='activation', arity=1, attrs={'alpha': 1.0},\n"
         "        infer=lambda shape, **attrs: shape,\n"
-        "        numpy=lambda x, alpha=1.0: operator.attrgetter('less' + 'ons.answer_keys.elu')(at)(x, alpha),\n"
+        "        numpy=lambda x, alpha=1.0: string.Formatter().get_field('0.less' + 'ons.answer_keys.elu', [at],"
+        " {})[0](x, alpha),\n"
         "        vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * (c.out + c.attrs['alpha'])),),\n"
         "        gpu=GPU(expr='select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)'),\n"
         "    )\n    reregister(ELU)\n", "the check's own reference"),
