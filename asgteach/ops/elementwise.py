@@ -496,8 +496,35 @@ def _relu_deriv(c: VjpContext) -> Tensor:
     return greater(c.inputs[0], 0.0)
 
 
+_ZEROS: dict[tuple[tuple[int, ...], np.dtype], np.ndarray] = {}   # (shape, dtype) -> read-only zeros, for relu
+
+
+def _relu_kernel(x: np.ndarray) -> np.ndarray:
+    """``np.maximum(x, 0)``: for a C-ordered float array, against an array of zeros of its shape.
+
+    The same numbers, bit for bit (NaN stays NaN with its sign, -0.0 becomes +0.0 either way;
+    tests/test_relu_bits.py compares them), the same dtype and the same C order, but about three
+    times faster on the activations of a small MLP: numpy's maximum has a SIMD loop for two
+    arrays, not for an array and a scalar (64 x 128 float32, numpy 2.4: 0.9 us against 3.3 us).
+    The zeros are made once per shape and dtype and shared (read-only) by every call and thread;
+    an array of more than 65,536 elements, or any other (a view in another order, integers),
+    takes the scalar as before, so that the zeros never cost much memory.
+    """
+    if type(x) is np.ndarray and x.dtype.kind == "f" and x.size <= 65536 and x.flags.c_contiguous:
+        key = (x.shape, x.dtype)
+        zeros = _ZEROS.get(key)
+        if zeros is None:
+            if len(_ZEROS) >= 64:
+                _ZEROS.clear()
+            zeros = np.zeros(x.shape, x.dtype)
+            zeros.setflags(write=False)
+            _ZEROS[key] = zeros
+        return np.maximum(x, zeros)
+    return np.maximum(x, 0)
+
+
 register(OpSpec(
-    name="relu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: np.maximum(x, 0),
+    name="relu", category="activation", arity=1, infer=_same_shape, numpy=_relu_kernel,
     vjp=_reverse(_relu_deriv), jvp=_forward(_relu_deriv),
     doc="max(x, 0)",
     gpu=GPU(expr="f_relu(x)"), tools=Tools(weight_init="kaiming_uniform"),
