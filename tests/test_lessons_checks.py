@@ -505,3 +505,62 @@ def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> Non
         lesson_checks.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
     with pytest.raises(ExerciseError, match="jacobian_by_jvp"):
         lesson_checks.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
+
+
+def test_max_pool_grad_is_checked_on_images_of_the_checks_own() -> None:
+    """Lesson 12's exercise 3: the routing by hand, on ties, negative images and other sizes; autograd is refused."""
+    def by_loops(x, g):
+        dx = np.zeros(x.shape)
+        for i in range(g.shape[0]):
+            for j in range(g.shape[1]):
+                window = x[2 * i: 2 * i + 2, 2 * j: 2 * j + 2]
+                a, b = np.unravel_index(np.argmax(window), window.shape)
+                dx[2 * i + a, 2 * j + b] = g[i, j]
+        return dx
+
+    def by_columns(x, g):                  # the first maximum reading each window column by column
+        return by_loops(x.T, g.T).T
+
+    def from_zero(x, g):                   # a maximum that starts at 0 never moves on a negative window
+        dx = np.zeros(x.shape)
+        for i in range(g.shape[0]):
+            for j in range(g.shape[1]):
+                best, at_ = 0.0, (2 * i, 2 * j)
+                for a in range(2):
+                    for b in range(2):
+                        if x[2 * i + a, 2 * j + b] > best:
+                            best, at_ = x[2 * i + a, 2 * j + b], (2 * i + a, 2 * j + b)
+                dx[at_] = g[i, j]
+        return dx
+
+    def split_ties(x, g):                  # every maximum of a window gets an equal share
+        h, w = x.shape
+        win = x.reshape(h // 2, 2, w // 2, 2)
+        top = win == win.max(axis=(1, 3), keepdims=True)
+        return (top * g[:, None, :, None] / top.sum(axis=(1, 3), keepdims=True)).reshape(h, w)
+
+    def typed(x, g):                       # the lesson's dX5, worked out on paper
+        return np.array([[1.0, 0, 0, 0], [0, 0, 2.0, 0], [3.0, 0, 4.0, 0], [0, 0, 0, 0]])
+
+    def autograd(x, g):
+        with at.Graph():
+            xi, gi = at.input("x", (1, 1) + x.shape), at.input("g", (1, 1) + g.shape)
+            (d,) = at.grad(at.sum(at.max_pool2d(xi, 2) * gi), [xi])
+        return at.run(d, {xi: x[None, None], gi: g[None, None]})[0, 0]
+
+    x5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])
+    g5 = np.array([[1.0, 2.0], [3.0, 4.0]])
+    for right_here in (by_loops, by_columns, from_zero, typed):   # each is right on the lesson's image...
+        lesson_checks.max_pool_routing(right_here(x5, g5), x5, g5)
+    with pytest.raises(ExerciseError, match="dX5 is wrong"):
+        lesson_checks.max_pool_routing(split_ties(x5, g5), x5, g5)
+    lesson_checks.max_pool_grad_check(by_loops)
+    for wrong in (by_columns, from_zero, split_ties):             # ...only the first-maximum rule on the check's
+        with pytest.raises(ExerciseError, match=r"max_pool_grad\(<array .*is wrong"):
+            lesson_checks.max_pool_grad_check(wrong)
+    with pytest.raises(ExerciseError, match=r"max_pool_grad\(<array .*(should have shape|is wrong)"):
+        lesson_checks.max_pool_grad_check(typed)
+    with pytest.raises(ExerciseError, match="uses at, which this exercise does not allow: by hand"):
+        lesson_checks.max_pool_grad_check(autograd)
+    with pytest.raises(ExerciseError, match="should be a function"):
+        lesson_checks.max_pool_grad_check(typed(x5, g5))

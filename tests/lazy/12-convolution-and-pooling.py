@@ -2,22 +2,35 @@
 message must show), MORE (attempts on the judge itself, each a submission of its own) and HONEST (right answers in
 other styles than the reference's, each a submission that must score full marks)."""
 
+#: the two arrays the answer cell defines before its exercise (the cell is replaced whole)
+X5_G5 = ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
+         "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\n")
+
 LAZY = {
     1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
         "        with at.Graph():\n"
         '            y = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, kernel, kernel)),\n'
         "                          stride=stride, padding=padding, dilation=dilation)\n"
         "        return y.shape[2]\n", "the library's conv2d"),
-    3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-        "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n    dX5 = np.zeros((4, 4))\n", "dX5 is wrong"),
+    # the lesson's dX5 worked out on paper and typed in as the function's answer
+    3: (X5_G5 + "with exercise(3):\n    def max_pool_grad(x, g):\n"
+        "        return np.array([[1.0, 0, 0, 0], [0, 0, 2.0, 0], [3.0, 0, 4.0, 0], [0, 0, 0, 0]])\n\n"
+        "    dX5 = max_pool_grad(X5, G5)\n", "max_pool_grad(<array"),
 }
 
 MORE = [{
     2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        import torch\n"
         "        return torch.nn.grad.conv2d_weight(x, (gy.shape[1], x.shape[1], kh, kw), gy).numpy()\n",
         "exercise 2"),
-    3: ("with exercise(3):\n    from asgteach.lessons.lesson_checks import max_pool_routing\n"
-        "    dX5 = np.zeros((4, 4))\n", "may not"),
+    # autograd's own answer inside the "by hand" function
+    3: (X5_G5 + "with exercise(3):\n    def max_pool_grad(x, g):\n        with at.Graph():\n"
+        "            xi, gi = at.input('x', (1, 1) + x.shape), at.input('g', (1, 1) + g.shape)\n"
+        "            (d,) = at.grad(at.sum(at.max_pool2d(xi, 2) * gi), [xi])\n"
+        "        return at.run(d, {xi: x[None, None], gi: g[None, None]})[0, 0]\n\n"
+        "    dX5 = max_pool_grad(X5, G5)\n", "uses at"),
+}, {
+    3: ("with exercise(3):\n    from asgteach.lessons.lesson_checks import max_pool_grad_check\n"
+        "    max_pool_grad = lambda x, g: np.zeros(x.shape)\n    dX5 = np.zeros((4, 4))\n", "may not"),
 }]
 
 HONEST = [{
@@ -31,12 +44,15 @@ HONEST = [{
         "            for b in range(kw):\n                patch = x[:, :, a:a + oh, b:b + ow]\n"
         "                dw[:, :, a, b] = np.tensordot(gy, patch, axes=([0, 2, 3], [0, 2, 3]))\n"
         "        return dw\n"),
-    3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-        "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n    dX5 = np.zeros((4, 4))\n"
-        "    for i in range(2):\n        for j in range(2):\n"
-        "            win = X5[2 * i:2 * i + 2, 2 * j:2 * j + 2]\n"
-        "            r, c = divmod(int(np.argmax(win)), 2)   # the first maximum, row by row\n"
-        "            dX5[2 * i + r, 2 * j + c] = G5[i, j]\n"),
+    3: (X5_G5 + "with exercise(3):\n    def max_pool_grad(x, g):\n        dx = np.zeros((len(x), len(x[0])))\n"
+        "        for i in range(len(g)):\n            for j in range(len(g[0])):\n"
+        "                best = None\n"
+        "                for r in (0, 1):            # row by row: a later equal value does not win\n"
+        "                    for c in (0, 1):\n"
+        "                        if best is None or x[2 * i + r][2 * j + c] > x[best[0]][best[1]]:\n"
+        "                            best = (2 * i + r, 2 * j + c)\n"
+        "                dx[best] += g[i][j]\n        return dx\n\n"
+        "    dX5 = max_pool_grad(X5, G5)\n"),
 }, {
     1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
         "        reach = (kernel - 1) * dilation\n"
@@ -45,9 +61,10 @@ HONEST = [{
         "        cols = np.stack([x[:, :, a:a + oh, b:b + ow] for a in range(kh) for b in range(kw)], axis=2)\n"
         "        dw = np.einsum('noij,ncpij->ocp', gy, cols)\n"
         "        return dw.reshape(gy.shape[1], x.shape[1], kh, kw)\n"),
-    3: ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])\n"
-        "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\nwith exercise(3):\n"
-        "    # top left: 5 first at (0, 0); top right: 3 at (1, 2); bottom left: 7 first at (2, 0); bottom right: 2"
-        " at (2, 2)\n"
-        "    dX5 = np.zeros((4, 4))\n    dX5[0, 0], dX5[1, 2], dX5[2, 0], dX5[2, 2] = G5.ravel()\n"),
+    3: (X5_G5 + "with exercise(3):\n    def max_pool_grad(x, g):\n        H, W = x.shape\n"
+        "        windows = x.reshape(H // 2, 2, W // 2, 2).transpose(0, 2, 1, 3).reshape(H // 2, W // 2, 4)\n"
+        "        winner = np.eye(4)[windows.argmax(axis=-1)]   # one-hot of the first maximum, row by row\n"
+        "        routed = winner * g[..., None]\n"
+        "        return routed.reshape(H // 2, W // 2, 2, 2).transpose(0, 2, 1, 3).reshape(H, W)\n\n"
+        "    dX5 = max_pool_grad(X5, G5)\n"),
 }]
