@@ -20,7 +20,7 @@ from asgteach.backends import wgpu_backend, wgpu_plan_cache
 from asgteach.backends.wgpu_passes import NAMES, attention
 from asgteach.nn.attention import MultiHeadAttention
 
-from wgpu_helpers import assert_close, f32_feeds, require_adapter, run_both
+from wgpu_helpers import assert_close, f32_feeds, reference, require_adapter, run_both
 
 require_adapter()
 
@@ -78,10 +78,12 @@ def test_fused_attention_and_its_gradients_match_numpy(t: int, causal: bool, pad
     run_both(outs, feeds, f"attention T={t} causal={causal} pad={pad}")
 
 
-@pytest.mark.parametrize("d, h, t", [(24, 2, 67), (12, 3, 9), (8, 1, 1)], ids=["dh12", "dh4-h3", "T1"])
+@pytest.mark.parametrize("d, h, t", [(24, 2, 67), (12, 3, 9), (8, 1, 1), (8, 2, 300)],
+                         ids=["dh12", "dh4-h3", "T1", "T300-three-row-blocks"])
 def test_fused_attention_equals_the_plan_without_it(d: int, h: int, t: int) -> None:
-    """Head sizes that are not a multiple of 4, one head, a sequence of one, and padding that leaves some
-    rows only padded keys (there f32 rounds the masked scores alike, as the unfused kernels do)."""
+    """Head sizes that are not a multiple of 4, one head, a sequence of one, a sequence over several of the
+    kernels' row blocks (attention.ROWS) ending in a partial one, and padding that leaves some rows only
+    padded keys (there f32 rounds the masked scores alike, as the unfused kernels do)."""
     gr, outs, feeds = _attention_graph(3, t, d, h, True, "head" if t > 4 else None, seed=d + t)
     ids = [o.node_id for o in outs]
     fused = wgpu_backend.compile(gr, ids)
@@ -108,6 +110,27 @@ def test_no_t_by_t_tensor_and_less_memory() -> None:
     assert max(unfused.lowered.slot_sizes) >= scores
     assert fused.bytes_owned + fused.bytes_pooled < unfused.bytes_owned + unfused.bytes_pooled
     run_both(outs, feeds, "attention T=96", atol=1e-4)   # (atol: the key bias's gradient, 0 up to rounding)
+
+
+def test_the_binding_limit_counts_the_buffers_the_plan_allocates() -> None:
+    """A GPU binds at most ``max_binding`` bytes per buffer (an H100: 2 GiB). The fused plan never allocates
+    the (T, T) scores, so it compiles and runs where they alone are over the limit; without the pass, the
+    error names the first node whose buffer is too large, its shape and the user's line that made it."""
+    b, t, d, h = 2, 96, 8, 2
+    gr, outs, feeds = _attention_graph(b, t, d, h, True, None)
+    ids = [o.node_id for o in outs]
+    scores = b * h * t * t * 4
+    limit = scores // 2
+    fused = wgpu_backend.compile(gr, ids, max_binding=limit)
+    assert all(e in _entries(fused) for e in FUSED) and max(fused.lowered.slot_sizes) <= limit
+    for k, (got, want) in enumerate(zip(fused.run(f32_feeds(feeds)), reference(outs, feeds))):
+        assert_close(got, want, f"output {k} under a binding limit of {limit} bytes", atol=1e-4)
+    with pytest.raises(wgpu_backend.BindingLimitError,
+                       match=rf"matmul \(node #\d+ 'matmul', shape \({b}, {h}, {t}, {t}\)\) needs {scores} bytes, "
+                             rf"but this GPU adapter binds at most {limit} bytes per buffer \(created at "
+                             rf".*test_wgpu_attention.py:\d+\)") as e:   # (the line of _attention_graph)
+        wgpu_backend.compile(gr, ids, max_binding=limit, passes=WITHOUT)
+    assert "backend='numpy'" in str(e.value)
 
 
 def test_the_inspector_shows_the_fused_kernel_for_every_node_of_the_pattern() -> None:

@@ -142,15 +142,6 @@ class Plan:
         self.optimize = bool(optimize)   # False: the plain plan, one kernel per compute node (wgpu_plain)
         names = select(passes) if self.optimize else ()   # the passes that run (wgpu_passes; default: all)
         self.node_ids = graph.ancestors(self.outputs)
-        limit = int(max_binding or self.gpu.max_binding)
-        for i in self.node_ids:
-            n = graph.nodes[i]
-            if n.size * 4 > limit:
-                raise BindingLimitError(
-                    f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {_size(n.size * 4)}, but this "
-                    f"GPU adapter binds at most {_size(limit)} per buffer (created at {n.source}).\n"
-                    f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
-                )
 
         # 1-3 (rewrites, lowering, memory plan, uniform words): pure work, reused for a graph of the same
         # structure (wgpu_plan_cache: a second Trainer on a fresh model of the same sizes only rebinds)
@@ -167,6 +158,7 @@ class Plan:
                 return lower_plain(graph, self.outputs, self.node_ids, tile, self.gpu.uniform_align,
                                    self.gpu.prefetch)
         self._lowered = low = plan_cache.lookup(key, build, keep=specs)
+        _check_binding_limit(graph, self.node_ids, low, int(max_binding or self.gpu.max_binding))
         nodes = graph.nodes
         self.leaves = [nodes[i] for i in low.leaves]
         self.constants = [nodes[i] for i in low.constants]
@@ -779,6 +771,34 @@ def frozen(value: Any) -> bool:
             return True
         value = value.base
     return isinstance(value, bytes)
+
+
+def _check_binding_limit(graph: Graph, node_ids: list[int], low: plan_cache.Lowered, limit: int) -> None:
+    """A BindingLimitError naming the first value, in graph order, whose buffer the plan would create larger
+    than ``limit`` bytes (what one shader may bind).
+
+    Checked on the buffers of the memory plan, after the passes: a value that no kernel writes (the
+    (T, T) scores of an attention whose fused kernels never store them) takes no buffer, so a graph
+    whose nodes hold more than the limit may still run. A fused kernel's scratch buffer (the rows'
+    statistics of attention) is named by the node that runs it."""
+    for i in node_ids:
+        n = graph.nodes[i]
+        if i in low.slot_of and n.size * 4 > limit:
+            raise BindingLimitError(
+                f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) needs {_size(n.size * 4)}, but this "
+                f"GPU adapter binds at most {_size(limit)} per buffer (created at {n.source}).\n"
+                f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
+            )
+    for d in low.dispatches:
+        for size in (d.scratch or {}).values():
+            if size > limit:
+                n = d.node
+                raise BindingLimitError(
+                    f"{n.op} (node #{n.id} '{n.name}', shape {n.shape}) runs a kernel ({d.entry}) whose scratch "
+                    f"buffer needs {_size(size)}, but this GPU adapter binds at most {_size(limit)} per buffer "
+                    f"(created at {n.source}).\n"
+                    f"  what to do: use smaller batches or layers, or run this graph with backend='numpy'"
+                )
 
 
 def _rebound(d: Dispatch, graph: Graph) -> Dispatch:
