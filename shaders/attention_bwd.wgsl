@@ -118,7 +118,7 @@ fn st_dv(hb: u32, t: u32, c: u32, v: vec4<f32>) {
     if (4u * c + 3u < DH) { dv_out[a + 3u * sd] = v.w; }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(ROWS)
 fn attention_dq(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) li: u32) {
     let g = group_index(wid, nwg);
@@ -264,10 +264,10 @@ fn dkv(wid: vec3<u32>, nwg: vec3<u32>, li: u32, want_dk: bool) {
     }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(ROWS)
 fn attention_dk(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) li: u32) { dkv(wid, nwg, li, true); }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(ROWS)
 fn attention_dv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) li: u32) { dkv(wid, nwg, li, false); }

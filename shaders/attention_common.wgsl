@@ -16,7 +16,7 @@
 // graph adds them: the same roundings), SKIP (causal without a bias: tiles wholly above the
 // diagonal add exactly 0 and are not visited).
 
-const ROWS: u32 = 64u;   // threads per workgroup: one row (query or key) each
+const ROWS: u32 = {{ROWS}}u;   // threads per workgroup: one row (query or key) each
 const DH: u32 = {{DH}}u;
 const D4: u32 = {{D4}}u;
 const TILE: u32 = {{TILE}}u;

@@ -66,7 +66,7 @@ fn st_o(hb: u32, t: u32, c: u32, v: vec4<f32>) {
     if (4u * c + 3u < DH) { o_out[at + 3u * sd] = v.w; }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(ROWS)
 fn attention_fwd(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) li: u32) {
     let g = group_index(wid, nwg);

@@ -27,11 +27,20 @@ heads, dq, dk, dv are written straight into the layout of the transposes that me
 heads back (those transposes run no kernel).
 
 When it runs. Only where the (T, T) tensors are large: an attention whose scores take at least
-``FUSE_FROM_BYTES`` (B * H * T * T floats). These kernels give each thread one row and run on the
-GPU's plain f32 units; the unfused plan's two tiled matrix products and softmax kernel are
-faster at the sizes measured (an H100, seq 256 and 1024: bench/README.md), so there the pass
-leaves attention as it is and says so in ``plan.passes``. Above it, memory is what the (T, T)
-tensors cost: several of them are alive at once in a training step, gigabytes each.
+``FUSE_FROM_BYTES`` (B * H * T * T floats, 1 GiB), where memory is what they cost: several of them
+are alive at once in a training step, gigabytes each, and one over the GPU's per-buffer limit (2 GiB
+on an H100) keeps the unfused plan from compiling at all. Below it the pass leaves attention as it is
+and says so in ``plan.passes``, because the unfused plan (two tiled matrix products and a softmax
+kernel each way) was faster at every size measured on an H100 (bench/README.md, issue 27): the LM
+step of bench/lm_step_gpu.py took 58.3 ms fused against 51.9-53.5 ms unfused at seq 1024, and the
+fused kernels of one attention layer 1.16-1.21x the unfused ones' time at seq 256 and 1024. These
+kernels give each thread one row (ROWS rows per workgroup) and run on the GPU's plain f32 units.
+Tried and measured slower there, and not kept: register blocks as the GEMMs have (each thread a 4 x 4
+block of the scores and 4 rows of the output, tiles in 28-32 KiB of workgroup memory): 3.6x slower.
+There, workgroup memory costs time per workgroup (8 or 24 KiB of it added, unused, to these kernels
+made them 1.37x and 2.4x slower), and reads of distinct addresses per thread seem to cost more
+than these kernels' reads of one key by every thread at once. Also tried: smaller tiles, and
+workgroups that loop over several row blocks (no gain).
 
 A pattern that does not match exactly (dropout on the weights, the weights read by
 something else, a mask of another shape, a head size over 128...) is left as it is, to the
@@ -40,10 +49,9 @@ other passes. The graph is unchanged: only what the GPU runs is.
 Why it pays: memory. The (T, T) tensors are the part of a transformer step that grows with
 the square of the sequence (at T = 1024 each is 4 MB per head, and a training step keeps
 several alive); with the pass the step's memory grows with T instead (the LM step of
-bench/lm_step_gpu.py at seq 2048, batch 8, on an H100: 3.1 GiB of buffers instead of 9.3).
-Time: not yet. A thread per row on the f32 units is 14-17 % slower per step there than the
-unfused plan's tiled GEMMs; giving each thread a small block of the scores and of the output
-(as the GEMMs do) is the next step.
+bench/lm_step_gpu.py at seq 1024, batch 16, on an H100: 3.1 GiB of buffers instead of 6.2; at seq
+2048, batch 16, whose (16, 8, 2048, 2048) scores are 2 GiB, only the fused plan compiles: 5.3 GiB).
+Time: not yet (above).
 """
 
 from __future__ import annotations
@@ -66,7 +74,8 @@ from .rewrites import Made, Rewriting
 NAME = "attention"
 MAX_HEAD = 128          # head sizes above this keep the unfused kernels (a thread holds a few rows of dh)
 SHARED_BYTES = 16384    # workgroup memory a tile may use: WebGPU's guaranteed minimum
-ROWS = 64               # threads per workgroup (shaders/attention_common.wgsl): a query or key row each
+ROWS = 128              # threads per workgroup (shaders/attention_common.wgsl): a query or key row each
+#                         (128 measured 5 % faster than 64, 256 or 32 on an H100: bench/README.md)
 _SKIP_BELOW = -1e6      # a causal mask value this negative adds exactly 0 after exp: masked tiles are skipped
 #: fuse an attention only when one of its (T, T) tensors takes at least this many bytes (see the docstring)
 FUSE_FROM_BYTES = 2**30
@@ -365,7 +374,7 @@ def _source(family: str, a: Attention) -> tuple[str, str]:
     d4 = -(-a.dh // 4)
     tile = _tile(a.dh)
     skip = a.causal is not None and a.bias is None and a.causal <= _SKIP_BELOW
-    fill = {"DH": a.dh, "D4": d4, "TILE": tile, "CAUSAL": str(a.causal is not None).lower(),
+    fill = {"DH": a.dh, "D4": d4, "TILE": tile, "ROWS": ROWS, "CAUSAL": str(a.causal is not None).lower(),
             "BIAS": str(a.bias is not None).lower(), "CAUSAL_FIRST": str(a.causal_first).lower(),
             "SKIP": str(skip).lower()}
     helpers = shader_text("attention_common")
@@ -374,7 +383,7 @@ def _source(family: str, a: Attention) -> tuple[str, str]:
     bias_decl = "@group(0) @binding(4) var<storage, read> bias_in: array<f32>;" if a.bias else ""
     src = unrolled(family_source(family, HELPERS=helpers, D4=d4, TILE=tile, TILE_D4=tile * d4, BIAS_DECL=bias_decl,
                                  BIAS_READ="return bias_in[i];" if a.bias else "return 0.0 * f32(i);"))
-    variant = f"dh{a.dh}:t{tile}" + (":causal" if a.causal is not None else "") + (":bias" if a.bias else "") \
+    variant = f"dh{a.dh}:t{tile}:r{ROWS}" + (":causal" if a.causal is not None else "") + (":bias" if a.bias else "") \
         + ("" if a.causal_first else ":bias-first") + (":skip" if skip else "")
     return src, variant
 
