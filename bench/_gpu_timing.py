@@ -17,7 +17,7 @@ def probe_buffer(g: Any) -> Any:
     return g.device.create_buffer(size=16, usage=g.wgpu.BufferUsage.MAP_READ | g.wgpu.BufferUsage.COPY_DST)
 
 
-def time_dispatches(g: Any, dispatches: Sequence[tuple[Any, Any, tuple[int, int, int]]], repeats: int,
+def time_dispatches(g: Any, dispatches: Sequence[tuple[Any, ...]], repeats: int,
                     src: Any, probe: Any) -> float:
     """Seconds from recording to completion of ``repeats`` passes over ``dispatches``."""
     t0 = time.perf_counter()
@@ -25,7 +25,7 @@ def time_dispatches(g: Any, dispatches: Sequence[tuple[Any, Any, tuple[int, int,
     cp = enc.begin_compute_pass()
     last = None
     for _ in range(repeats):
-        for pipe, bg, groups in dispatches:
+        for pipe, bg, groups, *_ in dispatches:   # (a gated update's indirect offset, if any: dispatched at full size)
             if pipe is not last:
                 cp.set_pipeline(pipe)
                 last = pipe

@@ -50,7 +50,7 @@ def main() -> None:
         enc = dev.create_command_encoder()
         cp = enc.begin_compute_pass()
         for _ in range(reps):
-            for pipe, bg, groups in launches:
+            for pipe, bg, groups, *_ in launches:
                 cp.set_pipeline(pipe)
                 cp.set_bind_group(0, bg)
                 cp.dispatch_workgroups(*groups)

@@ -136,7 +136,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     for _ in range(10):
         enc = g.device.create_command_encoder()
         cp = enc.begin_compute_pass()
-        for pipe, bg, groups in plan._launch_commands():
+        for pipe, bg, groups, *_ in plan._launch_commands():
             cp.set_pipeline(pipe)
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(*groups)
