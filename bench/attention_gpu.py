@@ -16,6 +16,11 @@ plans run once on the same feeds (their results are compared), then:
 
 The projections around attention are in both plans and take the same time; the difference of the two
 totals is what the pass changes.
+
+``--trusted`` (a measurement, not something the backend does): every shader module is created without
+naga's runtime checks (bounds checks on every array index, and the counter that bounds every loop) through
+wgpu-native's ``wgpuDeviceCreateShaderModuleTrusted``, which wgpu-py 0.32 does not wrap: it is called through
+wgpu-py's cffi library here. Both plans are then compiled that way.
 """
 
 from __future__ import annotations
@@ -65,16 +70,43 @@ def gpu_seconds(plan, launches, probe, reps: tuple[int, int] = (2, 12)) -> float
                / (reps[1] - reps[0]) for _ in range(3))
 
 
+def trusted_modules() -> None:
+    """Make the backend create its shader modules with no runtime checks (``--trusted``: see above)."""
+    from asgteach.backends import wgpu_device
+    from wgpu.backends.wgpu_native import _api
+    from wgpu.backends.wgpu_native._ffi import ffi, lib
+
+    def compile_trusted(self, source: str, entry: str):
+        module = self.modules.get(source)
+        if module is None:
+            src = _api.new_struct_p("WGPUShaderSourceWGSL *", code=_api.to_c_string_view(source))
+            src[0].chain.next = ffi.NULL
+            src[0].chain.sType = lib.WGPUSType_ShaderSourceWGSL
+            desc = _api.new_struct_p("WGPUShaderModuleDescriptor *", nextInChain=ffi.cast("WGPUChainedStruct *", src),
+                                     label=_api.to_c_string_view(""))
+            checks = 0   # WGPUShaderRuntimeChecks_None: neither BoundsChecks nor ForceLoopBounding
+            mid = lib.wgpuDeviceCreateShaderModuleTrusted(self.device._internal, desc, checks)
+            module = self.modules[source] = _api.GPUShaderModule("", mid, self.device)
+        return self.device.create_compute_pipeline(
+            layout=self.wgpu.AutoLayoutMode.auto, compute={"module": module, "entry_point": entry})
+
+    wgpu_device.Gpu._compile = compile_trusted
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seqs", default="256,1024")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--d-model", type=int, default=512)
     ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--trusted", action="store_true", help="shader modules without runtime checks (see above)")
     args = ap.parse_args()
+    if args.trusted:
+        trusted_modules()
     b, d, h = args.batch, args.d_model, args.heads
     dh = d // h
-    print(f"device: {at.describe().get('wgpu', {}).get('adapter', '?')}; batch {b}, d {d}, {h} heads (dh {dh}), causal")
+    print(f"device: {at.describe().get('wgpu', {}).get('adapter', '?')}; batch {b}, d {d}, {h} heads (dh {dh}), causal"
+          + ("; shader modules without runtime checks (--trusted)" if args.trusted else ""))
     for t in (int(s) for s in args.seqs.split(",")):
         gr, outs, feeds = build(b, t, d, h)
         ids = [o.node_id for o in outs]

@@ -40,7 +40,9 @@ block of the scores and 4 rows of the output, tiles in 28-32 KiB of workgroup me
 There, workgroup memory costs time per workgroup (8 or 24 KiB of it added, unused, to these kernels
 made them 1.37x and 2.4x slower), and reads of distinct addresses per thread seem to cost more
 than these kernels' reads of one key by every thread at once. Also tried: smaller tiles, and
-workgroups that loop over several row blocks (no gain).
+workgroups that loop over several row blocks (no gain); subgroup shuffles instead of workgroup memory
+(keys and values passed between lanes, or the head dimension split over lanes that share several rows):
+the best forward 1.33x slower, most 2x or more (bench/README.md, issue 27, third pass).
 
 A pattern that does not match exactly (dropout on the weights, the weights read by
 something else, a mask of another shape, a head size over 128...) is left as it is, to the
