@@ -82,42 +82,36 @@ HANDS_OFF = Rule(why="an answer works with what the lesson gave it; it does not 
 _STAND_INS = frozenset({"torch", "jax", "tensorflow", "autograd", "sympy", "scipy", "numdifftools", "ml_dtypes",
                         "bfloat16", "mpmath", "networkx", "graphlib", "sklearn"})
 
+
+def _no_asgteach(why: str) -> Rule:
+    """The most common rule: write it yourself (numpy or plain Python), neither asgteach nor a library stand-in."""
+    return Rule(why=why, imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}))
+
+
 #: (lesson stem, exercise) -> the exercise's own rule; the notebook's text states each one
 RULES: dict[tuple[str, int], Rule] = {
     ("01b-autograd-from-scratch", 1): Rule(
         why="write the topological sort yourself, with an explicit stack (no recursion, no library)",
         imports=_STAND_INS, names=frozenset({"topo_order_recursive", "at", "asgteach"})),
-    ("01b-autograd-from-scratch", 2): Rule(why="plain Python: the exercise is the _backward closure, and an answer "
-                                               "that uses asgteach skips it",
-                                           imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-    ("01b-autograd-from-scratch", 3): Rule(why="plain Python: the exercise is the power rule, and an answer that "
-                                               "uses asgteach skips it",
-                                           imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
     ("03-chain-rule-and-reverse-mode", 1): Rule(
         why="numpy only: apply the chain rule node by node (no asgteach, no symbolic or complex-step derivative)",
         imports=_STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
-    ("04-broadcasting", 1): Rule(why="numpy only: the reduction is the exercise", imports=_STAND_INS | {"asgteach"},
-                                 names=frozenset({"at", "asgteach"})),
-    ("05-matrix-calculus", 1): Rule(why="the two products by hand, in numpy", imports=_STAND_INS | {"asgteach"},
-                                    names=frozenset({"at", "asgteach"})),
-    ("05-matrix-calculus", 2): Rule(why="the two products by hand, in numpy", imports=_STAND_INS | {"asgteach"},
-                                    names=frozenset({"at", "asgteach"})),
-    ("06-nonlinearities-and-softmax", 1): Rule(why="with numpy only (no other library's log_softmax)",
-                                               imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-    ("06-nonlinearities-and-softmax", 2): Rule(why="with numpy only (no other library's gradient)",
-                                               imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-    ("07-normalisation", 1): Rule(why="with numpy only", imports=_STAND_INS | {"asgteach"},
-                                  names=frozenset({"at", "asgteach"})),
-    ("07-normalisation", 2): Rule(why="the formula of section 3, with numpy only", imports=_STAND_INS | {"asgteach"},
-                                  names=frozenset({"at", "asgteach"})),
-    ("08-training-an-mlp", 1): Rule(why="the update in numpy", imports=_STAND_INS | {"asgteach"},
-                                    names=frozenset({"at", "asgteach"})),
-    ("09-attention-and-a-transformer-block", 1): Rule(why="with numpy only", imports=_STAND_INS | {"asgteach"},
-                                                      names=frozenset({"at", "asgteach"})),
-    ("12-convolution-and-pooling", 2): Rule(why="with numpy (no other library's convolution gradient)",
-                                            imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-    ("12-convolution-and-pooling", 3): Rule(why="by hand (no asgteach): the routing of the gradient is the exercise",
-                                            imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
+    ("01b-autograd-from-scratch", 2): _no_asgteach(
+        "plain Python: the exercise is the _backward closure, and an answer that uses asgteach skips it"),
+    ("01b-autograd-from-scratch", 3): _no_asgteach(
+        "plain Python: the exercise is the power rule, and an answer that uses asgteach skips it"),
+    ("04-broadcasting", 1): _no_asgteach("numpy only: the reduction is the exercise"),
+    ("05-matrix-calculus", 1): _no_asgteach("the two products by hand, in numpy"),
+    ("05-matrix-calculus", 2): _no_asgteach("the two products by hand, in numpy"),
+    ("06-nonlinearities-and-softmax", 1): _no_asgteach("with numpy only (no other library's log_softmax)"),
+    ("06-nonlinearities-and-softmax", 2): _no_asgteach("with numpy only (no other library's gradient)"),
+    ("07-normalisation", 1): _no_asgteach("with numpy only"),
+    ("07-normalisation", 2): _no_asgteach("the formula of section 3, with numpy only"),
+    ("08-training-an-mlp", 1): _no_asgteach("the update in numpy"),
+    ("09-attention-and-a-transformer-block", 1): _no_asgteach("with numpy only"),
+    ("12-convolution-and-pooling", 2): _no_asgteach("with numpy (no other library's convolution gradient)"),
+    ("12-convolution-and-pooling", 3): _no_asgteach(
+        "by hand (no asgteach): the routing of the gradient is the exercise"),
     ("10-higher-order-and-forward-mode", 4): Rule(
         why="the formula of section 6, with numpy only: asgteach's jvp, grad and softmax are the work which the "
             "exercise asks you to write yourself",
