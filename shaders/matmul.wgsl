@@ -17,6 +17,12 @@
 // anew; with [k][column] the constant k needs no check and the column's clamp is the same at
 // every step. On an H100 that took the 2048^3 product from 37 to 43 TFLOP/s (bench/README.md).
 //
+// Causal tiles (variants ":zero-..."): for a (T, T) operand known to be zero above or below its
+// diagonal, the K loop runs only over the tiles that can hold non-zeros for this workgroup's rows
+// or columns, and a workgroup whose C tile lies wholly where C is never used runs no K step (its
+// tile is stored as 0 plus the epilogue). Skipped terms are 0 * b: leaving them out changes no sum
+// (wgpu_passes/causal_tiles.py says when the zeros are exact).
+//
 // Epilogue (variant ":bias"): C = A @ B + bias, the bias (N,) added to every row as C is stored,
 // when a Linear layer's "+ b" is the product's only reader (pass wgpu_passes/epilogue.py); the add runs no kernel.
 //
@@ -88,12 +94,16 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     var ra: array<{{ELEM}}, LA>;
     var rb: array<{{ELEM}}, LB>;
     let ntiles = (K + BK - 1u) / BK;
+    // The K tiles this workgroup multiplies: all of them, unless the pass causal_tiles knows that
+    // an operand is zero on one side of its diagonal (attention's causal weights), or that C's
+    // values on one side are never used; then the tiles that add only zeros are left out.
+{{K_RANGE}}
 
     {{LOAD_GLOBAL}}
-    for (var t = 0u; t < ntiles; t++) {
+    for (var t = t_lo; t < t_hi; t++) {
         {{STORE_SHARED}}
         workgroupBarrier();
-        if (t + 1u < ntiles) {
+        if (t + 1u < t_hi) {
             let k0 = (t + 1u) * BK;
             {{LOAD_NEXT}}
         }

@@ -34,7 +34,7 @@ from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
-from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source
+from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source, swap_zero
 
 __all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm",
            "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
@@ -462,7 +462,7 @@ def layer_norm_dispatches(g: Graph, node: Node, xhat: int | None = None, plus: i
 
 def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, out_view: Any = None,
                       bias: int | None = None, resid: int | None = None, mat: int | None = None,
-                      scale: float | None = None) -> list[Dispatch]:
+                      scale: float | None = None, zero: tuple[str, ...] = ()) -> list[Dispatch]:
     """C = A @ B; the plain plan passes only ``tile``, the rest is the optimised plan's (``wgpu_passes``).
 
     ``operands``: ((buffer node, transposed?, row stride, batch strides), ...) when
@@ -472,7 +472,9 @@ def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, ou
     computed instead (operands exchanged, each read the other way round).
     ``bias``: the buffer of a (N,) vector added to every row of C as it is stored (pass ``epilogue``);
     ``resid``: the buffer of a value of C's shape added as C is stored (C must be written contiguously);
-    ``mat``: a (M, N) matrix added to every batch's C; ``scale``: C is multiplied by it first."""
+    ``mat``: a (M, N) matrix added to every batch's C; ``scale``: C is multiplied by it first.
+    ``zero``: where A or B is zero, or C unused, on one side of the diagonal (``wgpu_matmul.ZERO_RULES``, pass
+    ``causal_tiles``), said of this node's A, B and C: restated here when C^T is computed instead."""
     a, b = (g.nodes[i] for i in node.inputs)
     plain = ((a.id, False, None, None), (b.id, False, None, None))
     (a_src, ta, lda, a_bst), (b_src, tb, ldb, b_bst) = operands or plain
@@ -490,6 +492,7 @@ def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, ou
         if swapped:
             m, n = n, m
             a_view, b_view, lda, ldb, sa, sb = (b_src, not tb), (a_src, not ta), ldb, lda, sb, sa
+            zero = swap_zero(zero)
     else:
         sc = [int(v) * m * n for v in contiguous_strides(batch)]
     bshape, (sa, sb, sc) = collapse(batch, sa, sb, sc)
@@ -501,7 +504,7 @@ def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, ou
     if (bias is not None or resid is not None or mat is not None or scale is not None) and out_view is not None:
         raise ValueError(f"matmul (node #{node.id}): an epilogue needs C written contiguously")
     return [gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid,
-                  mat, scale)]
+                  mat, scale, zero)]
 
 
 def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> list[int]:
@@ -516,8 +519,13 @@ def _batch_strides(shape: tuple, batch: tuple, strides: Any, matrix: int) -> lis
 def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, sa: list, sb: list,
           a: tuple[int, bool], b: tuple[int, bool], out: int, lda: int | None = None,
           ldb: int | None = None, sc: list | None = None, ldc: int | None = None, bias: int | None = None,
-          resid: int | None = None, mat: int | None = None, scale: float | None = None) -> Dispatch:
+          resid: int | None = None, mat: int | None = None, scale: float | None = None,
+          zero: tuple[str, ...] = ()) -> Dispatch:
     ta, tb = a[1], b[1]
+    for r in zero:   # a rule about a diagonal needs that matrix square
+        square = {"A": m == k, "B": k == n, "C": m == n}[r[0]]
+        if not square:
+            raise ValueError(f"matmul (node #{node.id}): rule {r} needs a square {r[0]}, not (M, N, K) = {(m, n, k)}")
     ldc = n if ldc is None else ldc
     sc = [m * n] * len(bshape) if sc is None else sc   # (a single batch axis when none is given)
     lda = lda if lda is not None else (m if ta else k)
@@ -538,10 +546,12 @@ def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, 
     variant = f"{tile}:{'fast' if fast else 'edge'}:{'T' if ta else 'N'}{'T' if tb else 'N'}"
     variant += (":scale" if scale is not None else "") + (":bias" if bias is not None else "")
     variant += (":resid" if resid is not None else "") + (":mat" if mat is not None else "")
+    variant += "".join(f":zero-{r}" for r in zero)
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
     binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid, 7: mat}
     binds = {k: v for k, v in binds.items() if v is not None}
-    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None, mat is not None, scale is not None)
+    source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None, mat is not None, scale is not None,
+                           tuple(zero))
     return Dispatch(node, ("matmul", "f32", variant), source, "matmul", words, binds, groups)
 
 

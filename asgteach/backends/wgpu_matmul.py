@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from .wgpu_device import family_source
 
-__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source"]
+__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source", "ZERO_RULES", "swap_zero"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,43 @@ DEFAULT_TILE = Tile(128, 128, 16, 8, 8)   # best of the sweep on an H100 (bench/
 FALLBACK_TILES = (Tile(128, 64, 16, 8, 4), Tile(64, 128, 16, 4, 8), Tile(64, 64, 16, 4, 4), Tile(64, 64, 8, 4, 4))
 
 
+#: Where a product's operand is known to be zero (or C's value unused) on one side of the diagonal of each
+#: (T, T) matrix, and what a workgroup then leaves out of its K loop (tiles t_lo <= t < t_hi of BK steps).
+#: Set by the pass ``causal_tiles`` (attention's causal weights); the names read "A is zero above its diagonal".
+ZERO_RULES: dict[str, tuple[str, str]] = {
+    # A[m, k] = 0 for k > m: columns past the tile's last row add nothing
+    "A_above": ("A[m, k] = 0 for k > m", "t_hi = min(t_hi, (row0 + BM + BK - 1u) / BK);"),
+    # A[m, k] = 0 for k < m: columns before the tile's first row add nothing
+    "A_below": ("A[m, k] = 0 for k < m", "t_lo = max(t_lo, row0 / BK);"),
+    # B[k, n] = 0 for n > k: rows before the tile's first column add nothing
+    "B_above": ("B[k, n] = 0 for n > k", "t_lo = max(t_lo, col0 / BK);"),
+    # B[k, n] = 0 for n < k: rows past the tile's last column add nothing
+    "B_below": ("B[k, n] = 0 for n < k", "t_hi = min(t_hi, (col0 + BN + BK - 1u) / BK);"),
+    # C[m, n] for n > m is never used: a tile wholly above the diagonal runs no K step
+    "C_above": ("C[m, n] unused for n > m", "if (col0 >= row0 + BM) { t_hi = t_lo; }"),
+    # C[m, n] for n < m is never used: a tile wholly below the diagonal runs no K step
+    "C_below": ("C[m, n] unused for n < m", "if (row0 >= col0 + BN) { t_hi = t_lo; }"),
+}
+_SWAPPED = {"A_above": "B_below", "A_below": "B_above", "B_above": "A_below", "B_below": "A_above",
+            "C_above": "C_below", "C_below": "C_above"}
+
+
+def swap_zero(rules: tuple[str, ...]) -> tuple[str, ...]:
+    """The rules of C = A @ B restated for C^T = B^T @ A^T (a product computed transposed: rows and columns trade
+    places, A's zeros become B's)."""
+    return tuple(_SWAPPED[r] for r in rules)
+
+
+def _k_range(zero: tuple[str, ...]) -> str:
+    if not zero:
+        return "    let t_lo = 0u;\n    let t_hi = ntiles;"
+    lines = ["    var t_lo = 0u;", "    var t_hi = ntiles;"]
+    for r in zero:
+        what, code = ZERO_RULES[r]
+        lines.append(f"    {code}   // {what}")
+    return "\n".join(lines)
+
+
 def tile_from_env() -> Tile:
     text = os.environ.get("ASGTEACH_WGPU_MATMUL_TILE", "").strip()
     if not text:
@@ -67,7 +104,7 @@ def tile_from_env() -> Tile:
 
 @functools.lru_cache(maxsize=64)
 def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bias: bool = False,
-                  resid: bool = False, mat: bool = False, scale: bool = False) -> str:
+                  resid: bool = False, mat: bool = False, scale: bool = False, zero: tuple[str, ...] = ()) -> str:
     """WGSL for one tile configuration; ``fast``: the vec4 variant for tile-multiple sizes.
 
     ``ta`` / ``tb``: the operand's buffer holds its TRANSPOSE (A stored as (K, M), B as
@@ -84,6 +121,7 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
     ``resid``: also + R, a buffer of C's own shape and layout at binding 5 (a residual connection).
     ``mat``: also + a (M, N) matrix at binding 7, the same for every batch (an attention mask).
     ``scale``: C = (A @ B) * s first, s the float in uniform word 40 (attention's 1/sqrt(d)).
+    ``zero``: names of :data:`ZERO_RULES`: K tiles that add only zeros are left out (pass ``causal_tiles``).
     """
     tile.check()
     tx, ty = tile.threads
@@ -190,7 +228,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
         BIAS_DECL="\n".join(([f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;"] if bias else [])
                              + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])
                              + ([f"@group(0) @binding(7) var<storage, read> Mat: array<{elem}>;"] if mat else [])),
-        LOAD_GLOBAL="{ let k0 = 0u;\n        " + load("k0") + "\n    }",
+        K_RANGE=_k_range(zero),
+        LOAD_GLOBAL="if (t_lo < t_hi) {\n        let k0 = t_lo * BK;\n        " + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
         COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),
     )

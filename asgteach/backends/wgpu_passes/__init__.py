@@ -9,6 +9,7 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 ====================  ================================================================
 ``layer_norm_dx``     LayerNorm's input gradient (a dozen nodes) -> its one kernel
 ``attention``         attention, forward and backward -> fused kernels (long sequences)
+``causal_tiles``      causal attention's products leave out the tiles that add only zeros
 ``free_reshapes``     a reshape shares its input's buffer: no copy
 ``weight_gemm``       sum_to(transpose(x) @ g) -> one GEMM over the whole batch
 ``out_views``         a matmul writes straight into the layout of the transposes reading it
@@ -42,15 +43,15 @@ from .. import wgpu_plan_cache as plan_cache
 from ..wgpu_kernels import Dispatch
 from ..wgpu_matmul import Tile
 from ..wgpu_memory import KernelList, empty_input_values, memory_plan
-from . import (attention, chains, epilogue, free_reshapes, layer_norm_dx, out_views, partial_sums, products,
-               transposes, weight_gemm, wide_elementwise)
+from . import (attention, causal_tiles, chains, epilogue, free_reshapes, layer_norm_dx, out_views, partial_sums,
+               products, transposes, weight_gemm, wide_elementwise)
 from .rewrites import Fusion, Rewriting
 
 __all__ = ["PASSES", "NAMES", "PassRecord", "PassList", "Fusion", "Rewriting", "rewrite", "select", "lower_optimised"]
 
 #: the passes over the kernel list, in the order they run (each module: ``NAME``, ``run(ctx) -> str``)
-PASSES: tuple[ModuleType, ...] = (layer_norm_dx, attention, free_reshapes, weight_gemm, out_views, transposes,
-                                  epilogue, chains, products, wide_elementwise)
+PASSES: tuple[ModuleType, ...] = (layer_norm_dx, attention, causal_tiles, free_reshapes, weight_gemm, out_views,
+                                  transposes, epilogue, chains, products, wide_elementwise)
 
 
 #: every pass's name, in order: those of PASSES, then partial_sums (it runs on the lowered kernels)

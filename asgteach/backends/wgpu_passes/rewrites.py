@@ -53,6 +53,8 @@ class Fusion:
     resid: dict[int, int] = field(default_factory=dict)      # matmul (or layer_norm_dx) -> a node of its shape added
     mat: dict[int, int] = field(default_factory=dict)        # matmul -> a (M, N) matrix added to every batch's C
     scale: dict[int, int] = field(default_factory=dict)      # matmul -> a scalar constant C is multiplied by first
+    zero: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # matmul -> where its A or B is zero, or C unused, on one side of the diagonal (wgpu_matmul.ZERO_RULES)
     bias_add: dict[int, int] = field(default_factory=dict)   # such an add -> the kernel's node (it shares its buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     shortcuts: dict[int, tuple[str, tuple[int, ...], dict]] = field(default_factory=dict)
@@ -92,7 +94,8 @@ def own_kernel(ctx: "Rewriting", n: Node, tile: Tile) -> Made:
 
 def matmul_kernel(ctx: "Rewriting", n: Node, tile: Tile) -> Made:
     """A matmul as the passes left it: operands read in place (``transposes``), its result written in a
-    transpose's layout (``out_views``), a scale and adds applied as it stores (``epilogue``)."""
+    transpose's layout (``out_views``), a scale and adds applied as it stores (``epilogue``), K tiles of zeros
+    left out (``causal_tiles``)."""
     f, root, g = ctx.f, ctx.f.root, ctx.graph
     ops = tuple((root(i), *rest) for i, *rest in f.operands[n.id]) if n.id in f.operands else None
     reads = [v[0] for v in ops] if ops is not None else [root(i) for i in n.inputs]
@@ -100,7 +103,8 @@ def matmul_kernel(ctx: "Rewriting", n: Node, tile: Tile) -> Made:
     resid = root(f.resid[n.id]) if n.id in f.resid else None
     mat = root(f.mat[n.id]) if n.id in f.mat else None
     scale = float(np.asarray(g.constants[f.scale[n.id]]).reshape(())) if n.id in f.scale else None
-    ds = matmul_dispatches(g, n, tile, ops, f.out_views.get(n.id), bias, resid, mat, scale) if n.size else []
+    ds = matmul_dispatches(g, n, tile, ops, f.out_views.get(n.id), bias, resid, mat, scale,
+                           f.zero.get(n.id, ())) if n.size else []
     return Made(ds, reads + [v for v in (bias, resid, mat) if v is not None])
 
 
