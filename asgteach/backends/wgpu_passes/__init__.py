@@ -10,6 +10,7 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 ``layer_norm_dx``     LayerNorm's input gradient (a dozen nodes) -> its one kernel
 ``attention``         attention, forward and backward -> fused kernels (long sequences)
 ``causal_tiles``      causal attention's products leave out the tiles that add only zeros
+``softmax_grad``      softmax's backward (last axis, * a scale) -> one kernel, a pass per row
 ``free_reshapes``     a reshape shares its input's buffer: no copy
 ``weight_gemm``       sum_to(transpose(x) @ g) -> one GEMM over the whole batch
 ``out_views``         a matmul writes straight into the layout of the transposes reading it
@@ -23,9 +24,11 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 
 The order matters: a later pass looks at what earlier ones did (``out_views`` and
 ``transposes`` leave alone the matmuls ``weight_gemm`` folded; ``products`` leaves alone a
-mul a chain computes). At run time, ``wgpu_batch`` batches launches of the same code (the
-``batch`` line of ``plan.passes``, once the plan has run) and ``bind_updates`` lets update
-kernels write in place (``in_place``).
+mul a chain computes; ``softmax_grad`` takes the softmax backward as the rule built it, after
+``causal_tiles`` has read that graph and before ``chains`` and ``products`` split it in two
+kernels). At run time, ``wgpu_batch`` batches launches of the same code (the ``batch`` line of
+``plan.passes``, once the plan has run) and ``bind_updates`` lets update kernels write in place
+(``in_place``).
 
 Every rewrite keeps the graph as it is (``plan.shader_for`` still answers for every
 node) and changes only which kernels run; the GPU parity tests run both plans.
@@ -44,14 +47,14 @@ from ..wgpu_kernels import Dispatch
 from ..wgpu_matmul import Tile
 from ..wgpu_memory import KernelList, empty_input_values, memory_plan
 from . import (attention, causal_tiles, chains, epilogue, free_reshapes, layer_norm_dx, out_views, partial_sums,
-               products, transposes, weight_gemm, wide_elementwise)
+               products, softmax_grad, transposes, weight_gemm, wide_elementwise)
 from .rewrites import Fusion, Rewriting
 
 __all__ = ["PASSES", "NAMES", "PassRecord", "PassList", "Fusion", "Rewriting", "rewrite", "select", "lower_optimised"]
 
 #: the passes over the kernel list, in the order they run (each module: ``NAME``, ``run(ctx) -> str``)
-PASSES: tuple[ModuleType, ...] = (layer_norm_dx, attention, causal_tiles, free_reshapes, weight_gemm, out_views,
-                                  transposes, epilogue, chains, products, wide_elementwise)
+PASSES: tuple[ModuleType, ...] = (layer_norm_dx, attention, causal_tiles, softmax_grad, free_reshapes, weight_gemm,
+                                  out_views, transposes, epilogue, chains, products, wide_elementwise)
 
 
 #: every pass's name, in order: those of PASSES, then partial_sums (it runs on the lowered kernels)
