@@ -100,10 +100,10 @@ fn matmul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
 {{K_RANGE}}
 
     {{LOAD_GLOBAL}}
-    for (var t = t_lo; t < t_hi; t++) {
+    for (var t = {{T_LO}}; t < {{T_HI}}; t++) {
         {{STORE_SHARED}}
         workgroupBarrier();
-        if (t + 1u < t_hi) {
+        if (t + 1u < {{T_HI}}) {
             let k0 = (t + 1u) * BK;
             {{LOAD_NEXT}}
         }

@@ -60,6 +60,7 @@ def test_the_pass_changes_no_result(t: int, b: int) -> None:
     rules = sorted(r for v in plan.fusion.zero.values() for r in v)
     assert rules == ["A_above", "A_above", "A_below", "B_above", "C_above", "C_above"], rules
     assert "1 causal attention(s): 6 matmul(s) leave out" in str(plan.passes)
+    assert plan.fusion.causal == {n.id for n in gr.nodes if n.op == "softmax"}
     without = wgpu_backend.compile(gr, ids, passes=WITHOUT)
     assert not without.fusion.zero
     got = plan.run(f32_feeds(feeds), on_nan="ignore")
@@ -93,7 +94,7 @@ def test_with_a_key_padding_bias_every_tile_runs() -> None:
     weights above the diagonal are not 0 and no tile may be left out (the pass leaves such an attention alone)."""
     gr, outs, feeds = _layer(2, 140, 16, 2, True, seed=5)
     plan = wgpu_backend.compile(gr, [o.node_id for o in outs])
-    assert not plan.fusion.zero and "no unfused causal attention" in str(plan.passes)
+    assert not plan.fusion.zero and not plan.fusion.causal and "no unfused causal attention" in str(plan.passes)
     # (against the plain GPU plan, which runs every product in full: numpy's float64 rounds those rows' scores,
     # all near -1e9, differently from float32)
     got = plan.run(f32_feeds(feeds), on_nan="ignore")

@@ -87,7 +87,7 @@ def swap_zero(rules: tuple[str, ...]) -> tuple[str, ...]:
 
 def _k_range(zero: tuple[str, ...]) -> str:
     if not zero:
-        return "    let t_lo = 0u;\n    let t_hi = ntiles;"
+        return "    // (this product runs every K tile)"
     lines = ["    var t_lo = 0u;", "    var t_hi = ntiles;"]
     for r in zero:
         what, code = ZERO_RULES[r]
@@ -228,8 +228,9 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
         BIAS_DECL="\n".join(([f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;"] if bias else [])
                              + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])
                              + ([f"@group(0) @binding(7) var<storage, read> Mat: array<{elem}>;"] if mat else [])),
-        K_RANGE=_k_range(zero),
-        LOAD_GLOBAL="if (t_lo < t_hi) {\n        let k0 = t_lo * BK;\n        " + load("k0") + "\n    }",
+        K_RANGE=_k_range(zero), T_LO="t_lo" if zero else "0u", T_HI="t_hi" if zero else "ntiles",
+        LOAD_GLOBAL=("if (t_lo < t_hi) {\n        let k0 = t_lo * BK;\n        " if zero
+                     else "{ let k0 = 0u;\n        ") + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
         COMPUTE="\n".join(compute), STORE_C="\n".join(store_c),
     )

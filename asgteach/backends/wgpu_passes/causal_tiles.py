@@ -56,17 +56,18 @@ NAME = "causal_tiles"
 SKIP_BELOW = -1e6   # a causal mask value at most this adds exactly 0 after softmax's exp
 
 
-def rules_of(ctx: Rewriting, o_id: int) -> dict[int, tuple[str, ...]]:
-    """{matmul node: its zero rules} for the causal attention whose ``heads`` is node ``o_id``, else {}."""
+def rules_of(ctx: Rewriting, o_id: int) -> tuple[int | None, dict[int, tuple[str, ...]]]:
+    """(the softmax node, {matmul node: its zero rules}) for the causal attention whose ``heads`` is node
+    ``o_id``; (None, {}) when it is not one."""
     a = match_forward(ctx, ctx.graph.nodes[o_id])
     if a is None or a.causal is None or a.causal > SKIP_BELOW or a.bias is not None:
-        return {}
+        return None, {}
     rules = {a.inner[-1]: ("C_above",), a.o: ("A_above",)}   # (inner ends with the scores' matmul)
     gr = match_backward(ctx, a)
     if isinstance(gr, AttentionGrad):
         dw = gr.inner[1]   # (wt, dW, ...)
         rules |= {dw: ("C_above",), gr.dv: ("A_below",), gr.dq: ("A_above",), gr.dk: ("B_above",)}
-    return rules
+    return a.inner[0], rules   # (inner starts with the softmax)
 
 
 def run(ctx: Rewriting) -> str:
@@ -76,10 +77,12 @@ def run(ctx: Rewriting) -> str:
     for n in ctx.compute:
         if n.op != "matmul" or n.id not in ctx.kernels:
             continue
-        rules = {k: v for k, v in rules_of(ctx, n.id).items() if k in ctx.kernels}
+        w, rules = rules_of(ctx, n.id)
+        rules = {k: v for k, v in rules.items() if k in ctx.kernels}
         if not rules:
             continue
         found += 1
+        f.causal.add(w)
         for k, v in rules.items():
             f.zero[k] = v
             ctx.kernels[k] = matmul_kernel

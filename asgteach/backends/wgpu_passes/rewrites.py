@@ -55,6 +55,9 @@ class Fusion:
     scale: dict[int, int] = field(default_factory=dict)      # matmul -> a scalar constant C is multiplied by first
     zero: dict[int, tuple[str, ...]] = field(default_factory=dict)
     # matmul -> where its A or B is zero, or C unused, on one side of the diagonal (wgpu_matmul.ZERO_RULES)
+    causal: set[int] = field(default_factory=set)
+    # softmax nodes of causal attentions (pass causal_tiles): each (T, T) matrix of the result is exactly 0 above
+    # its diagonal, whatever the input holds there
     bias_add: dict[int, int] = field(default_factory=dict)   # such an add -> the kernel's node (it shares its buffer)
     skip: set[int] = field(default_factory=set)                # nodes that run no kernel of their own
     shortcuts: dict[int, tuple[str, tuple[int, ...], dict]] = field(default_factory=dict)
