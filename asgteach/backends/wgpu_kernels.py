@@ -34,7 +34,7 @@ from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
-from .wgpu_matmul import FALLBACK_TILES, Tile, matmul_source, swap_zero
+from .wgpu_matmul import CAUSAL_TILE, FALLBACK_TILES, Tile, matmul_source, rows_outermost, swap_zero
 
 __all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm",
            "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
@@ -537,7 +537,9 @@ def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, 
         return math.ceil(n / c.bn) * math.ceil(m / c.bm) * nb
 
     fits = [c for c in (tile, *FALLBACK_TILES) if m % c.bm == 0 and n % c.bn == 0 and k % c.bk == 0]
-    if fits:
+    if zero and m % CAUSAL_TILE.bm == 0 and n % CAUSAL_TILE.bn == 0 and k % CAUSAL_TILE.bk == 0:
+        tile = CAUSAL_TILE   # (finer tiles leave out more of the zeros: wgpu_matmul.CAUSAL_TILE)
+    elif fits:
         tile = next((c for c in fits if count(c) >= MIN_GROUPS), max(fits, key=count))
     aligned = all(v % 4 == 0 for v in (lda, ldb, ldc, *sa, *sb, *sc))   # every vec4 read starts on a vec4
     fast = m % tile.bm == 0 and n % tile.bn == 0 and k % tile.bk == 0 and aligned
@@ -548,6 +550,8 @@ def gemm(node: Node, tile: Tile, m: int, n: int, k: int, nb: int, bshape: list, 
     variant += (":resid" if resid is not None else "") + (":mat" if mat is not None else "")
     variant += "".join(f":zero-{r}" for r in zero)
     groups = (math.ceil(n / tile.bn), math.ceil(m / tile.bm), nb)
+    if rows_outermost(zero):   # (columns, batch, row blocks): see shaders/matmul.wgsl, "Causal tiles"
+        groups = (groups[0], nb, groups[1])
     binds = {1: a[0], 2: b[0], 3: out, 4: bias, 5: resid, 7: mat}
     binds = {k: v for k, v in binds.items() if v is not None}
     source = matmul_source(tile, fast, ta, tb, bias is not None, resid is not None, mat is not None, scale is not None,

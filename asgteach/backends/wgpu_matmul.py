@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from .wgpu_device import family_source
 
-__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "tile_from_env", "matmul_source", "ZERO_RULES", "swap_zero"]
+__all__ = ["Tile", "DEFAULT_TILE", "FALLBACK_TILES", "CAUSAL_TILE", "tile_from_env", "matmul_source", "ZERO_RULES",
+           "swap_zero", "rows_outermost"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,29 @@ def swap_zero(rules: tuple[str, ...]) -> tuple[str, ...]:
     """The rules of C = A @ B restated for C^T = B^T @ A^T (a product computed transposed: rows and columns trade
     places, A's zeros become B's)."""
     return tuple(_SWAPPED[r] for r in rules)
+
+
+#: the tile a product with zero rules prefers: finer than DEFAULT_TILE, so fewer of the zeros are inside a
+#: tile that crosses the diagonal, and more workgroups to even out their uneven work (an H100, the LM step of
+#: bench/lm_step_gpu.py: the four kinds of causal products 0.77 ms per step at seq 256 against 0.98 with the
+#: default tile, and faster at seq 1024 too; bench/README.md, issue 27)
+CAUSAL_TILE = Tile(64, 64, 16, 4, 4)
+
+
+def rows_outermost(zero: tuple[str, ...]) -> bool:
+    """Whether a product's grid is (columns, batch, row blocks) instead of (columns, row blocks, batch): when a
+    rule on A or B makes its workgroups' K loops uneven (see shaders/matmul.wgsl, "Causal tiles")."""
+    return any(r[0] in "AB" for r in zero)
+
+
+def _row_block(zero: tuple[str, ...]) -> tuple[str, str]:
+    """(row0, the batch index) in the kernel: the plain grid's (wid.y * BM, wid.z), or with the row blocks
+    outermost (:func:`rows_outermost`) in the order of most work first."""
+    if not rows_outermost(zero):
+        return "wid.y * BM", "wid.z"
+    if "A_above" in zero:   # the last row block has the most K tiles: it starts first
+        return "((M + BM - 1u) / BM - 1u - wid.z) * BM", "wid.y"
+    return "wid.z * BM", "wid.y"
 
 
 def _k_range(zero: tuple[str, ...]) -> str:
@@ -228,7 +252,8 @@ def matmul_source(tile: Tile, fast: bool, ta: bool = False, tb: bool = False, bi
         BIAS_DECL="\n".join(([f"@group(0) @binding(4) var<storage, read> Bias: array<{elem}>;"] if bias else [])
                              + ([f"@group(0) @binding(5) var<storage, read> Resid: array<{elem}>;"] if resid else [])
                              + ([f"@group(0) @binding(7) var<storage, read> Mat: array<{elem}>;"] if mat else [])),
-        K_RANGE=_k_range(zero), T_LO="t_lo" if zero else "0u", T_HI="t_hi" if zero else "ntiles",
+        ROW0=_row_block(zero)[0], BATCH=_row_block(zero)[1], K_RANGE=_k_range(zero),
+        T_LO="t_lo" if zero else "0u", T_HI="t_hi" if zero else "ntiles",
         LOAD_GLOBAL=("if (t_lo < t_hi) {\n        let k0 = t_lo * BK;\n        " if zero
                      else "{ let k0 = 0u;\n        ") + load("k0") + "\n    }",
         LOAD_NEXT=load("k0"), STORE_SHARED="\n        ".join(store_sh),
