@@ -30,7 +30,8 @@ When it runs. Only where the (T, T) tensors are large: an attention whose scores
 ``FUSE_FROM_BYTES`` (B * H * T * T floats, 1 GiB), where memory is what they cost: several of them
 are alive at once in a training step, gigabytes each, and one over the GPU's per-buffer limit (2 GiB
 on an H100) keeps the unfused plan from compiling at all. Below it the pass leaves attention as it is
-and says so in ``plan.passes``, because the unfused plan (two tiled matrix products and a softmax
+and says so in ``plan.passes`` (a causal one's products then skip the tiles of zeros: the pass
+``causal_tiles``), because the unfused plan (two tiled matrix products and a softmax
 kernel each way) was faster at every size measured on an H100 (bench/README.md, issue 27): the LM
 step of bench/lm_step_gpu.py took 58.3 ms fused against 51.9-53.5 ms unfused at seq 1024, and the
 fused kernels of one attention layer 1.16-1.21x the unfused ones' time at seq 256 and 1024. These

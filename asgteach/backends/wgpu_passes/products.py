@@ -1,7 +1,8 @@
 """Pass ``products``: a sum or mean of a product multiplies while it reads.
 
 What it rewrites. ``mean(g * xhat)`` (a LayerNorm backward written out) and ``sum(g * y)``
-(the softmax backward): when the ``mul`` is read only by the reduction (and is no output,
+(a softmax backward that the pass ``softmax_grad`` did not take, e.g. along another axis): when the
+``mul`` is read only by the reduction (and is no output,
 and no chain computes it), the reduction kernel reads both factors and reduces their
 product (``wgpu_kernels.reduce_dispatches(..., product=(a, b))``); the mul runs no kernel.
 
