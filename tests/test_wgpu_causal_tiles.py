@@ -6,7 +6,10 @@ and softmax kernels; for a causal mask the six products that read the weights (o
 of their K tiles add only zeros (``wgpu_passes.causal_tiles``). Checked here: the plan with the
 pass equals the plan without it exactly (a left-out term is 0 * x), and numpy within f32
 tolerance; the tiles really are left out (a NaN at a late key no longer reaches early queries);
-near misses (no mask, a mask not negative enough, a mask that is not causal) are left alone.
+near misses (no mask, a mask not negative enough, a mask that is not causal) are left alone. The
+softmax and its backward run their causal entries (keys j <= i read, 0.0 written above the diagonal):
+equal to the full kernels, in each of their three ways (a row group in registers, a thread per row,
+long rows), and a NaN above the diagonal no longer reaches the earlier queries through them.
 Sequences are longer than one tile (128) so that some tiles lie above the diagonal, and small
 in every other way: this runs on lavapipe (a CPU).
 """
@@ -121,3 +124,76 @@ def test_a_near_miss_runs_every_tile(mask: str) -> None:
     plan = at.compile(outs, backend="wgpu")
     assert not plan.fusion.zero and "no unfused causal attention" in str(plan.passes)
     run_both(outs, {x: rng.standard_normal((1, 2, t, 4)) for x in (q, k, v)}, f"attention, mask {mask}")
+
+
+def _qkv_attention(b: int, h: int, t: int, dh: int, seed: int = 0):
+    """softmax(q @ k^T * 0.5 + causal mask of -1e9) @ v and the gradients w.r.t. q, k, v; the feeds (float32),
+    the weights w and the inputs (q, k, v)."""
+    rng = np.random.default_rng(seed)
+    with at.Graph() as gr:
+        q, k, v = (at.input(n, (b, h, t, dh)) for n in "qkv")
+        s = (q @ at.transpose(k, (0, 1, 3, 2))) * 0.5 + at.constant(np.triu(np.full((t, t), -1e9), k=1))
+        w = at.softmax(s, axis=-1)
+        y = w @ v
+        outs = [y, *at.grad(at.sum(y * at.constant(rng.standard_normal((b, h, t, dh)))), [q, k, v])]
+    feeds = {x: rng.standard_normal((b, h, t, dh)).astype(np.float32) for x in (q, k, v)}
+    return gr, outs, feeds, w, (q, k, v)
+
+
+# (1, 1, 40): a row group per row (*_wg), in registers; (1, 128, 16): 2048 rows of 16, a thread per row (*_t);
+# (1, 1, 2050): rows longer than the registers hold (the *_wg loops)
+@pytest.mark.parametrize("b, h, t, entry", [(2, 2, 40, "wg"), (1, 128, 16, "t"), (1, 1, 2050, "wg")],
+                         ids=["T40", "T16-thread-rows", "T2050-long-rows"])
+def test_the_row_kernels_read_only_keys_up_to_the_query(b: int, h: int, t: int, entry: str) -> None:
+    """softmax and its backward run their causal entries (keys j <= i read, 0.0 written above the diagonal) and
+    give exactly what the full kernels give in the plan without the pass (array_equal), and numpy's numbers."""
+    gr, outs, feeds, w, _ = _qkv_attention(b, h, t, 4, seed=t)
+    ids = [o.node_id for o in outs]
+    plan = wgpu_backend.compile(gr, ids)
+    entries = [d.entry for d in plan.dispatches]
+    assert plan.fusion.causal == {w.node_id}
+    assert entries.count(f"softmax_causal_{entry}") == 1 and entries.count(f"softmax_grad_causal_{entry}") == 1, \
+        entries
+    assert "1 softmax(es) read only the keys j <= i" in str(plan.passes)
+    without = wgpu_backend.compile(gr, ids, passes=WITHOUT)
+    plain = [d.entry for d in without.dispatches]
+    assert f"softmax_{entry}" in plain and f"softmax_grad_{entry}" in plain and "causal" not in " ".join(plain)
+    got, want = plan.run(feeds, on_nan="ignore"), without.run(feeds, on_nan="ignore")
+    for k, (g, x) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(g, x, err_msg=f"output {k} ({outs[k].op} {outs[k].shape}) with vs without")
+    if t < 1000:   # (numpy in float64 at T = 2050 only costs time: the row kernels are compared just above)
+        run_both(outs, feeds, f"causal attention {b, h, t}", atol=1e-4)
+
+
+def test_the_softmax_does_not_read_above_the_diagonal() -> None:
+    """A NaN in k at the last key puts a NaN in every query's score for it (T = 40: one tile, computed in full):
+    the full softmax takes it into every row's max and sum, the causal one only into the last query's row."""
+    t = 40
+    gr, outs, feeds, w, (_, k, _) = _qkv_attention(1, 1, t, 8, seed=11)
+    feeds[k][0, 0, t - 1] = np.nan
+    y = outs[0].node_id
+    causal = wgpu_backend.compile(gr, [y]).run(feeds, on_nan="ignore")[0][0, 0]
+    full = wgpu_backend.compile(gr, [y], passes=WITHOUT).run(feeds, on_nan="ignore")[0][0, 0]
+    assert np.isnan(full).all(), "the full softmax reads the NaN score above the diagonal in every row"
+    assert np.isfinite(causal[: t - 1]).all() and np.isnan(causal[t - 1]).all()
+    shown = wgpu_backend.compile(gr, [y]).shader_for(w.node_id)
+    assert "entry softmax_causal_wg reads only keys j <= i" in shown and "fn softmax_causal_wg" in shown
+
+
+def test_the_softmax_backward_does_not_read_above_the_diagonal() -> None:
+    """A NaN in v at the last key puts a NaN in every row of dW = dO @ v^T (softmax's g) at that key: the full
+    softmax backward multiplies it by y = 0 and every row's sum s is NaN, so dq = dS @ k is NaN everywhere; the
+    causal one reads g only at keys j <= i, so only the last query's dq is NaN."""
+    t = 40
+    gr, outs, feeds, w, (_, _, v) = _qkv_attention(1, 1, t, 8, seed=12)
+    feeds[v][0, 0, t - 1] = np.nan
+    ids = [o.node_id for o in outs]   # (with dq alone the heads are not computed: no attention is found)
+    plan = wgpu_backend.compile(gr, ids)
+    causal = plan.run(feeds, on_nan="ignore")[1][0, 0]
+    full = wgpu_backend.compile(gr, ids, passes=WITHOUT).run(feeds, on_nan="ignore")[1][0, 0]
+    assert np.isnan(full).all(), "the full softmax backward adds 0 * NaN into every row's sum"
+    assert np.isfinite(causal[: t - 1]).all() and np.isnan(causal[t - 1]).all()
+    (holder,) = [n for n, s in plan.fusion.shortcuts.items() if s[0] == "softmax_grad"]
+    assert plan.fusion.shortcuts[holder][1][0] == w.node_id   # (its y is the causal softmax)
+    shown = plan.shader_for(holder)
+    assert "y is a causal attention's weights" in shown and "fn softmax_grad_causal_wg" in shown

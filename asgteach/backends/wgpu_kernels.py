@@ -424,7 +424,9 @@ def _copy_family(g: Graph, node: Node) -> list[Dispatch]:
 
 
 # --- fused nn ops, matmul, gather --------------------------------------------------------------
-def _softmax(g: Graph, node: Node) -> list[Dispatch]:
+def _softmax(g: Graph, node: Node, causal: bool = False) -> list[Dispatch]:
+    """softmax / log_softmax along any axis. ``causal`` (softmax along the last axis of (..., T, T) weights
+    only, pass ``causal_tiles``): entries softmax_causal_*, where row i reads keys j <= i and writes 0 above."""
     (x,) = (g.nodes[i] for i in node.inputs)
     axis = node.attrs["axis"] % len(x.shape)
     st = contiguous_strides(x.shape)
@@ -434,7 +436,9 @@ def _softmax(g: Graph, node: Node) -> list[Dispatch]:
     length = x.shape[axis]
     rows = node.size // max(length, 1)
     per_group = length >= 32 or rows < 2048
-    entry = node.op + ("_wg" if per_group else "_t")
+    if causal:
+        assert node.op == "softmax" and axis == len(x.shape) - 1 and x.shape[-2:] == (length, length), node
+    entry = node.op + ("_causal" if causal else "") + ("_wg" if per_group else "_t")
     lp = _lanes(length)
     words = uniform_words(w0=rows, w1=length, w2=st[axis], w3=len(oshape), w8=oshape, w16=ost, w40=lp)
     groups = groups_for(math.ceil(rows / (WG_LINEAR // lp)) if per_group else math.ceil(rows / WG_LINEAR))

@@ -42,6 +42,14 @@ The products that write a (T, T) matrix (the scores, dW) still write every eleme
 diagonal is stored as its epilogue of 0, finite, and read only where it is multiplied by a zero weight
 or masked again (the pattern's single-reader conditions say so).
 
+The two row kernels between them skip the same half. The softmax node of such an attention is recorded in
+``plan.fusion.causal`` and runs ``softmax_causal_*`` (shaders/softmax.wgsl, :func:`causal_softmax_kernel`):
+query i reads only keys j <= i and writes exactly 0.0 above the diagonal, the value the full kernel's exp
+underflows to there, with the same max and sum bit for bit (a skipped score enters them as -inf, in the
+same lanes and reduction tree). The softmax backward whose ``y`` is that node (pass ``softmax_grad``) runs
+``softmax_grad_causal_*``: it reads y and g only at j <= i, since y = 0 above makes every term there 0.
+Both are memory-bound, and at long sequences half of what they read was that upper half.
+
 Why it pays. The score path is the part of a transformer step that grows with the square of the
 sequence: at seq 1024 its five products take about 2.9 ms of a 13 ms layer step on an H100
 (bench/README.md, issue 27), and about half of that is tiles above the diagonal.
@@ -49,8 +57,11 @@ sequence: at seq 1024 its five products take about 2.9 ms of a 13 ms layer step 
 
 from __future__ import annotations
 
+from ...graph import Node
+from ..wgpu_kernels import _softmax
+from ..wgpu_matmul import Tile
 from .attention import AttentionGrad, match_backward, match_forward
-from .rewrites import Rewriting, matmul_kernel
+from .rewrites import Made, Rewriting, matmul_kernel, own_kernel
 
 NAME = "causal_tiles"
 SKIP_BELOW = -1e6   # a causal mask value at most this adds exactly 0 after softmax's exp
@@ -70,8 +81,18 @@ def rules_of(ctx: Rewriting, o_id: int) -> tuple[int | None, dict[int, tuple[str
     return a.inner[0], rules   # (inner starts with the softmax)
 
 
+def causal_softmax_kernel(ctx: Rewriting, n: Node, tile: Tile) -> Made:
+    """The weights ``n`` = softmax(scores + causal mask) by ``softmax_causal_*``: row i reads keys 0..i only."""
+    ds = _softmax(ctx.graph, n, causal=True) if n.size else []
+    note = (f"// softmax (node #{n.id}) is the weights of a causal attention (pass causal_tiles): entry "
+            f"{ds[0].entry if ds else ''} reads only keys j <= i of query i's row and writes 0.0 above the "
+            f"diagonal (the value exp underflows to there), with the full kernel's max and sum\n")
+    return Made(ds, [ctx.f.root(i) for i in n.inputs], note=note)
+
+
 def run(ctx: Rewriting) -> str:
-    """Tell the matmuls of every (unfused) causal attention which of their tiles add only zeros."""
+    """Tell the matmuls of every (unfused) causal attention which of their tiles add only zeros, and its
+    softmax to read only the keys at or before each query."""
     f = ctx.f
     found = 0
     for n in ctx.compute:
@@ -83,10 +104,13 @@ def run(ctx: Rewriting) -> str:
             continue
         found += 1
         f.causal.add(w)
+        if ctx.kernels.get(w) is own_kernel:
+            ctx.kernels[w] = causal_softmax_kernel
         for k, v in rules.items():
             f.zero[k] = v
             ctx.kernels[k] = matmul_kernel
     if not found:
         return "no unfused causal attention in this plan"
+    rows = sum(ctx.kernels.get(w) is causal_softmax_kernel for w in f.causal)
     return (f"{found} causal attention(s): {len(f.zero)} matmul(s) leave out the tiles that add only zeros "
-            f"(above or below the diagonal)")
+            f"(above or below the diagonal); {rows} softmax(es) read only the keys j <= i")

@@ -29,6 +29,12 @@ one kernel reads y and g once and writes the result. For attention's (B, H, T, T
 moved per layer instead of 2.5 (bench/README.md, issue 27, measured 0.47 + 0.57 ms for the
 two kernels on an H100).
 
+When ``y`` is a causal attention's weights (the pass ``causal_tiles`` puts that softmax in
+``plan.fusion.causal``: each (T, T) matrix of y is exactly 0 above its diagonal), the kernel's
+causal entries read y and g only at keys j <= i of query i's row and write 0.0 above: there every
+term of s is 0 * g and every output 0 * (g - s), so the values are the full kernel's, and half of
+a long row is never read.
+
 The graph is unchanged: the op layer knows nothing of this; only what the GPU runs is.
 """
 
@@ -142,13 +148,18 @@ def _lanes(length: int) -> int:
     return lp
 
 
-def softmax_grad_dispatches(graph: Graph, node: Node, y: int, g: int, scale: float | None) -> list[Dispatch]:
+def softmax_grad_dispatches(graph: Graph, node: Node, y: int, g: int, scale: float | None,
+                            causal: bool = False) -> list[Dispatch]:
     """The one dispatch writing ``node`` = y * (g - sum(g * y, axis=-1)) (* scale): ``y`` and ``g`` are the
-    buffers (owner nodes) holding them, contiguous, of ``node``'s shape."""
+    buffers (owner nodes) holding them, contiguous, of ``node``'s shape. ``causal``: y is a causal attention's
+    weights (``plan.fusion.causal``, exactly 0 above the diagonal of each (T, T) matrix): the
+    softmax_grad_causal_* entries read y and g only at keys j <= i and write 0 above."""
     length = node.shape[-1]
     rows = node.size // max(length, 1)
     per_row_group = length >= THREAD_ROWS or rows < 2048
-    entry = "softmax_grad_wg" if per_row_group else "softmax_grad_t"
+    if causal:
+        assert len(node.shape) >= 2 and node.shape[-2] == length, node
+    entry = ("softmax_grad_causal" if causal else "softmax_grad") + ("_wg" if per_row_group else "_t")
     lp = _lanes(length)
     words = uniform_words(w0=rows, w1=length, w2=lp % WG, w3=fbits(1.0 if scale is None else scale))
     groups = groups_for(math.ceil(rows / (WG // lp)) if per_row_group else math.ceil(rows / WG))
@@ -161,11 +172,14 @@ def softmax_grad_kernel(ctx: Rewriting, n: Node, tile: Tile) -> Made:
     root = ctx.f.root
     _, (y, g), attrs = ctx.f.shortcuts[n.id]
     ys, gs = root(y), root(g)
-    ds = softmax_grad_dispatches(ctx.graph, n, ys, gs, attrs["scale"]) if n.size else []
+    causal = y in ctx.f.causal
+    ds = softmax_grad_dispatches(ctx.graph, n, ys, gs, attrs["scale"], causal) if n.size else []
     scaled = f", times {attrs['scale']:g} (word 3)" if attrs["scale"] is not None else ""
+    upper = ("; y is a causal attention's weights (pass causal_tiles), 0 above the diagonal: only keys j <= i "
+             "are read, 0.0 is written above") if causal else ""
     note = (f"// {n.op} (node #{n.id}) is computed by the softmax_grad kernel below, entry "
             f"{ds[0].entry if ds else ''}: the pass softmax_grad recognised y * (g - sum(g * y, axis=-1)){scaled} "
-            f"with y = node #{y}, g = node #{g}; one pass over each row\n")
+            f"with y = node #{y}, g = node #{g}; one pass over each row{upper}\n")
     return Made(ds, list(dict.fromkeys([ys, gs])), note=note)
 
 
