@@ -9,7 +9,8 @@ Each pass is one module whose docstring says what it rewrites and why it pays, a
 ====================  ================================================================
 ``layer_norm_dx``     LayerNorm's input gradient (a dozen nodes) -> its one kernel
 ``attention``         attention, forward and backward -> fused kernels (long sequences)
-``causal_tiles``      causal attention's products leave out the tiles that add only zeros
+``causal_tiles``      causal attention's products leave out the tiles that add only zeros;
+                      its softmax and softmax backward read only keys j <= i
 ``softmax_grad``      softmax's backward (last axis, * a scale) -> one kernel, a pass per row
 ``free_reshapes``     a reshape shares its input's buffer: no copy
 ``weight_gemm``       sum_to(transpose(x) @ g) -> one GEMM over the whole batch
