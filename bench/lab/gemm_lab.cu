@@ -24,6 +24,34 @@ __device__ __forceinline__ float comp(const float4& v, int j) {
     return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
 }
 
+// acc += a * b, four FFMAs
+__device__ __forceinline__ void fma4(float4& acc, float a, const float4& b) {
+    acc.x = fmaf(a, b.x, acc.x);
+    acc.y = fmaf(a, b.y, acc.y);
+    acc.z = fmaf(a, b.z, acc.z);
+    acc.w = fmaf(a, b.w, acc.w);
+}
+
+template <int TM, int TN>
+__device__ __forceinline__ void zero_acc(float4 (&acc)[TM][TN / 4]) {
+#pragma unroll
+    for (int r = 0; r < TM; r++)
+#pragma unroll
+        for (int h = 0; h < TN / 4; h++) acc[r][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// C's rows and columns of thread (tx, ty), in the thread map above
+template <int TM, int TN, int TX, int TY>
+__device__ __forceinline__ void store_acc(const float4 (&acc)[TM][TN / 4], float4* __restrict__ C, int N, int row0,
+                                          int col0, int tx, int ty) {
+#pragma unroll
+    for (int r = 0; r < TM; r++) {
+        int row = row0 + (r / 4) * TY * 4 + r % 4 + ty * 4;
+#pragma unroll
+        for (int h = 0; h < TN / 4; h++) C[(row * N + col0) / 4 + h * TX + tx] = acc[r][h];
+    }
+}
+
 // --- v0: the WGSL kernel as it is: one shared copy, the next tile held in registers, two barriers per K tile ---
 template <int BM, int BN, int BK, int TM, int TN, int STAGES>
 __device__ __forceinline__ void gemm_body(const float4* __restrict__ A, const float4* __restrict__ B,
@@ -34,10 +62,7 @@ __device__ __forceinline__ void gemm_body(const float4* __restrict__ A, const fl
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * P::TX + tx;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float4 acc[TM][TN / 4];
-#pragma unroll
-    for (int r = 0; r < TM; r++)
-#pragma unroll
-        for (int h = 0; h < TN / 4; h++) acc[r][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    zero_acc<TM, TN>(acc);
     float4 ra[P::LA], rb[P::LB];
     auto load = [&](int k0) {
 #pragma unroll
@@ -77,10 +102,7 @@ __device__ __forceinline__ void gemm_body(const float4* __restrict__ A, const fl
                 float av = comp(a[r / 4], r % 4);
 #pragma unroll
                 for (int h = 0; h < TN / 4; h++) {
-                    acc[r][h].x = fmaf(av, b[h].x, acc[r][h].x);
-                    acc[r][h].y = fmaf(av, b[h].y, acc[r][h].y);
-                    acc[r][h].z = fmaf(av, b[h].z, acc[r][h].z);
-                    acc[r][h].w = fmaf(av, b[h].w, acc[r][h].w);
+                    fma4(acc[r][h], av, b[h]);
                 }
             }
         }
@@ -114,12 +136,7 @@ __device__ __forceinline__ void gemm_body(const float4* __restrict__ A, const fl
             __syncthreads();
         }
     }
-#pragma unroll
-    for (int r = 0; r < TM; r++) {
-        int row = row0 + (r / 4) * P::TY * 4 + r % 4 + ty * 4;
-#pragma unroll
-        for (int h = 0; h < TN / 4; h++) C[(row * N + col0) / 4 + h * P::TX + tx] = acc[r][h];
-    }
+    store_acc<TM, TN, P::TX, P::TY>(acc, C, N, row0, col0, tx, ty);
 }
 
 #define KERNEL(name, BM, BN, BK, TM, TN, ST, MB)                                                              \
@@ -164,10 +181,7 @@ __device__ __forceinline__ void ca_body(const float* __restrict__ A, const float
     const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * TX + tx;
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     float4 acc[TM][TN / 4];
-#pragma unroll
-    for (int r = 0; r < TM; r++)
-#pragma unroll
-        for (int h = 0; h < TN / 4; h++) acc[r][h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    zero_acc<TM, TN>(acc);
     const int ntiles = K / BK;
     auto issue = [&](int s, int t) {
         if (t < ntiles) {
@@ -208,21 +222,13 @@ __device__ __forceinline__ void ca_body(const float* __restrict__ A, const float
                     float av = comp(a[r], j);
 #pragma unroll
                     for (int h = 0; h < TN / 4; h++) {
-                        acc[r][h].x = fmaf(av, b[h].x, acc[r][h].x);
-                        acc[r][h].y = fmaf(av, b[h].y, acc[r][h].y);
-                        acc[r][h].z = fmaf(av, b[h].z, acc[r][h].z);
-                        acc[r][h].w = fmaf(av, b[h].w, acc[r][h].w);
+                        fma4(acc[r][h], av, b[h]);
                     }
                 }
             }
         }
     }
-#pragma unroll
-    for (int r = 0; r < TM; r++) {
-        int row = row0 + (r / 4) * TY * 4 + r % 4 + ty * 4;
-#pragma unroll
-        for (int h = 0; h < TN / 4; h++) C[(row * N + col0) / 4 + h * TX + tx] = acc[r][h];
-    }
+    store_acc<TM, TN, TX, TY>(acc, C, N, row0, col0, tx, ty);
 }
 
 #define CA(name, ST, BK, MB)                                                                                   \

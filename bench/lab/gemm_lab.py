@@ -23,6 +23,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))   # bench/: the shared timing helper
+
+from _gpu_timing import cuda_seconds  # noqa: E402
 KERNELS = ["v0", "v0_minb2", "db", "db_minb2", "db8", "db8_minb2", "v0_bk32", "np", "np_minb2", "w8x16", "t16x8",
            "s64", "m128x64", "ca3_8", "ca3_16", "ca4_8", "ca2_16", "ca3_8_minb1"]
 #: (BM, BN, threads along N, threads along M) where a kernel's tile is not 128 x 128 with 8 x 8 per thread
@@ -83,21 +86,6 @@ def main() -> int:
                 f((n // bn, n // bm, 1), (tx, ty, 1), (ca, cb, cc, np.int32(n), np.int32(n), np.int32(n)))
             return go
 
-        def seconds(fn, reps=20):
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            ts = []
-            for _ in range(3):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                for _ in range(reps):
-                    fn()
-                e.record()
-                torch.cuda.synchronize()
-                ts.append(s.elapsed_time(e) / 1000 / reps)
-            return statistics.median(ts)
-
         runs = {k: launcher(k) for k in args.kernels}
         for k, go in runs.items():
             c.zero_()
@@ -111,8 +99,8 @@ def main() -> int:
         ratio = {k: [] for k in runs}
         for _ in range(args.rounds):
             for k, go in runs.items():
-                tb = seconds(lambda: torch.mm(a, b, out=c))
-                tk = seconds(go)
+                tb = cuda_seconds(lambda: torch.mm(a, b, out=c))
+                tk = cuda_seconds(go)
                 mine[k].append(tk)
                 ratio[k].append(tb / tk)
         flops = 2.0 * n ** 3
