@@ -6,9 +6,9 @@ Needs a CUDA machine with nvcc, cuobjdump and PyTorch (the device machine of ben
 and not part of the package. It compiles gemm_lab.cu once for sm_90
 (``nvcc -cubin -Xptxas -v``: registers, spills and shared bytes per kernel), loads the cubin through CuPy,
 checks every kernel's product against cuBLAS's, and times them with CUDA events, cuBLAS (TF32 off) taking
-turns with each kernel. With ``--out`` the SASS of every kernel is written there.
+turns with each kernel. The cubin and the SASS of every kernel (``cuobjdump -sass``) go to ``--out``.
 
-Why a CUDA copy: the WGSL kernel reaches 85-86 % of cuBLAS and every variant tried through WGSL was slower.
+Why a CUDA copy: the WGSL kernel reaches 85-87 % of cuBLAS and every variant tried through WGSL was slower.
 The CUDA copy says whether the algorithm or the way to the GPU (WGSL -> naga -> SPIR-V -> driver) loses the
 rest: nvcc's report and the SASS are what WebGPU does not show.
 """
@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))   # bench/: the shared timing helper
 
 from _gpu_timing import cuda_seconds  # noqa: E402
+
 KERNELS = ["v0", "v0_minb2", "db", "db_minb2", "db8", "db8_minb2", "v0_bk32", "np", "np_minb2", "w8x16", "t16x8",
            "s64", "m128x64", "ca3_8", "ca3_16", "ca4_8", "ca2_16", "ca3_8_minb1"]
 #: (BM, BN, threads along N, threads along M) where a kernel's tile is not 128 x 128 with 8 x 8 per thread
