@@ -33,8 +33,8 @@ import pytest
 
 from asgteach import cli
 from asgteach.lessons import ExerciseError, check, exercise
-from asgteach.lessons.nbcourse import CONFIG, POINTS, course_notebook, write_course
-from asgteach.lessons.student import SolutionMarkerError, marking
+from asgteach.grading.nbcourse import CONFIG, POINTS, course_notebook, write_course
+from asgteach.grading.student import SolutionMarkerError, marking
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
@@ -437,7 +437,7 @@ MORE.update({
     "05-matrix-calculus": [{
         1: ("with exercise(1):\n    def matmul_vjp(G, X, W):\n        return eval('G @ W.T'), eval('X.T @ G')\n",
             "uses eval"),
-        2: ("import asgteach\nasgteach.lessons.checks.check_function = lambda *a, **k: None\n"
+        2: ("import asgteach\nasgteach.grading.checks.check_function = lambda *a, **k: None\n"
             "with exercise(2):\n    def batched_matmul_vjp(G, X, W):\n        return None\n", "may not"),
     }],
     "06-nonlinearities-and-softmax": [{
@@ -459,7 +459,7 @@ MORE.update({
             "        out = at.run([up.new_params[0], *up.state_out], {W_: w, G_: g, L_: lr, S_: float(t),\n"
             "                                                          up.state_in[0]: m, up.state_in[1]: v})\n"
             "        return tuple(out)\n", "uses at, which a graded answer may not: the update in numpy"),
-        3: ("from asgteach.lessons import lesson_checks\nlesson_checks.trained_accuracy = lambda *a: 0.99\n"
+        3: ("from asgteach.lessons import lesson08\nlesson08.trained_accuracy = lambda *a: 0.99\n"
             "with exercise(3):\n    my_accuracy = 0.99\n", "may not"),
     }],
 })

@@ -62,7 +62,9 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
         "api": ("asgteach",),
     },
     {  # 8: what is built from the public API: the course and the tools
-        "lessons": ("asgteach.lessons",),
+        # the course (asgteach.lessons: one module per lesson) and the grading engine that finds its lessons by walking
+        # it (asgteach.grading): one unit, as they were one package
+        "lessons": ("asgteach.lessons", "asgteach.grading"),
         "course": ("asgteach.course",),
         "demo": ("asgteach.demo",),
         "doctor": ("asgteach.doctor",),

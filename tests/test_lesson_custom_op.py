@@ -1,4 +1,4 @@
-"""Lesson 17's checks (asgteach.lessons.checks_custom_op): right ops pass, each shortcut fails with its message.
+"""Lesson 17's checks (asgteach.lessons.lesson17): right ops pass, each shortcut fails with its message.
 
 Every op is registered for one test only (``registered``), so nothing leaks into the registry that
 other tests read. The GPU half runs where an adapter exists; the no-GPU path (a numpy stand-in for
@@ -11,9 +11,13 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, answer_keys
-from asgteach.lessons.checks_custom_op import bce_check, elu_check, wgsl_standin
+from asgteach.grading.keys import load as load_keys
+from asgteach.lessons import ExerciseError
+from asgteach.lessons.lesson17 import bce_check, elu_check, wgsl_standin
 from asgteach.ops import GPU, REGISTRY, OpSpec, registered
+
+#: the course's answer keys (instructor/answer_keys.py): the references the checks compare with
+answer_keys = load_keys()
 
 _TEXT = {
     "en": {"headline": "ELU", "what": "x for x > 0, alpha (e^x - 1) otherwise",
@@ -125,8 +129,8 @@ def test_the_librarys_kernel_or_the_reference_held_out_of_sight_is_refused() -> 
 
     _fails(bce_check, BCE, "the library's softplus",
            numpy=lambda z, t, _sp=REGISTRY["softplus"].numpy: _sp(z) - z * t)
-    find = operator.attrgetter("lessons.answer_" + "keys.elu")
-    _fails(elu_check, ELU, "the check's own reference", numpy=lambda x, alpha=1.0: find(at)(x, alpha))
+    find = operator.attrgetter("grading.k" + "eys.load")      # at.grading.keys.load, named by strings
+    _fails(elu_check, ELU, "the check's own reference", numpy=lambda x, alpha=1.0: find(at)().elu(x, alpha))
     _fails(bce_check, BCE, "the check's own reference",
            vjp=lambda c, g: (g * (answer_keys.sigmoid(c.inputs[0]) - c.inputs[1]), -g * c.inputs[0]))
 

@@ -1,4 +1,4 @@
-"""Lesson 14's checks (asgteach.lessons.checks_deep): they pass the work and name what is wrong in the shortcuts."""
+"""Lesson 14's checks (asgteach.lessons.lesson14): they pass the work and name what is wrong in the shortcuts."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, answer_keys, checks_deep
-from asgteach.lessons.checks_deep import (
+from asgteach.grading.keys import load as load_keys
+from asgteach.lessons import ExerciseError, lesson14
+from asgteach.lessons.lesson14 import (
     FACTOR_CASES, clip_by_global_norm_check, clipped_training_check, grad_norm_ratio_check, measured_factor,
     predicted_factor_check,
 )
 from asgteach.nn.optim import clip_grad_norm
+
+#: the course's answer keys (instructor/answer_keys.py): the references the checks compare with
+answer_keys = load_keys()
 
 
 # --- exercise 1 ----------------------------------------------------------------------------------------
@@ -52,14 +56,14 @@ def _measure_with_a_graph(width, std, slope):
 # answers as a notebook writes them: no global of the notebook holds what they import inside the function
 _NOTEBOOK: dict = {"at": at, "np": np}
 exec("def _imports_the_answer(width, std, slope):\n"
-     "    from asgteach.lessons.answer_keys import predicted_factor\n"
-     "    return predicted_factor(width, std, slope)\n\n"
+     "    from asgteach.grading.keys import load\n"
+     "    return load().predicted_factor(width, std, slope)\n\n"
      "def _library_imported_inside(grads, max_norm):\n"
      "    from asgteach.nn.optim import clip_grad_norm   # read while the check has it switched off\n"
      "    return at.run(clip_grad_norm([at.constant(g) for g in grads], max_norm), {}), 0.0\n\n"
      "def _reference_imported_inside(grads, max_norm):\n"
-     "    from asgteach.lessons.answer_keys import clip_by_global_norm as reference\n"
-     "    return reference(grads, max_norm)\n", _NOTEBOOK)
+     "    from asgteach.grading.keys import load\n"
+     "    return load().clip_by_global_norm(grads, max_norm)\n", _NOTEBOOK)
 
 
 def _factor(width, std, slope):
@@ -181,5 +185,5 @@ def test_the_training_check_fails_a_clip_that_does_nothing() -> None:
 
 
 def test_the_module_exports_only_the_checks() -> None:
-    assert sorted(checks_deep.__all__) == sorted(["grad_norm_ratio_check", "predicted_factor_check",
-                                                  "clip_by_global_norm_check", "clipped_training_check"])
+    assert sorted(lesson14.__all__) == sorted(["LESSON", "RULES", "grad_norm_ratio_check", "predicted_factor_check",
+                                               "clip_by_global_norm_check", "clipped_training_check"])

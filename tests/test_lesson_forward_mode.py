@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, lesson_checks
+from asgteach.lessons import ExerciseError, lesson10
 
 
 # --- exercise 4: softmax's Jacobian from y alone ----------------------------------------------------
@@ -21,7 +21,7 @@ def softmax_jacobian(y: np.ndarray) -> np.ndarray:
 
 
 def test_softmax_jacobian_passes_on_the_formula() -> None:
-    lesson_checks.softmax_jacobian_check(softmax_jacobian)
+    lesson10.softmax_jacobian_check(softmax_jacobian)
 
 
 def test_softmax_jacobian_by_the_library_is_refused() -> None:
@@ -33,7 +33,7 @@ def test_softmax_jacobian_by_the_library_is_refused() -> None:
         return np.stack([at.run(jt, {z: np.log(y), t: e}) for e in np.eye(y.size)], axis=1)
 
     with pytest.raises(ExerciseError, match="which the exercise asks you to write yourself"):
-        lesson_checks.softmax_jacobian_check(by_jvp)
+        lesson10.softmax_jacobian_check(by_jvp)
 
     def by_grad_of_own_softmax(y: np.ndarray) -> np.ndarray:
         with at.Graph():
@@ -44,7 +44,7 @@ def test_softmax_jacobian_by_the_library_is_refused() -> None:
 
     # the exercise's rule (numpy only) reads `at.` in the function's source before anything runs
     with pytest.raises(ExerciseError, match="line 2: uses at, which this exercise does not allow"):
-        lesson_checks.softmax_jacobian_check(by_grad_of_own_softmax)
+        lesson10.softmax_jacobian_check(by_grad_of_own_softmax)
 
 
 def test_softmax_jacobian_by_finite_differences_is_named() -> None:
@@ -57,7 +57,7 @@ def test_softmax_jacobian_by_finite_differences_is_named() -> None:
         return np.stack([(soft(z + h * e) - soft(z - h * e)) / (2 * h) for e in np.eye(y.size)], axis=1)
 
     with pytest.raises(ExerciseError, match="finite differences give"):
-        lesson_checks.softmax_jacobian_check(by_differences)
+        lesson10.softmax_jacobian_check(by_differences)
 
 
 def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
@@ -66,7 +66,7 @@ def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
         return np.diag(y) - np.outer(y, y)
 
     with pytest.raises(ExerciseError, match="a batch of rows .* one n x n Jacobian per row"):
-        lesson_checks.softmax_jacobian_check(one_row)
+        lesson10.softmax_jacobian_check(one_row)
 
 
 # --- exercise 5: J t from the VJP graph --------------------------------------------------------------
@@ -78,12 +78,12 @@ def by_transposition(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
 
 
 def test_jvp_by_transposition_passes_on_the_trick() -> None:
-    lesson_checks.jvp_by_transposition_check(by_transposition)
+    lesson10.jvp_by_transposition_check(by_transposition)
 
 
 def test_jvp_by_transposition_refuses_at_jvp() -> None:
     with pytest.raises(ExerciseError, match=r"calls asgteach\.jvp"):
-        lesson_checks.jvp_by_transposition_check(lambda y, x, t: at.jvp(y, x, t))
+        lesson10.jvp_by_transposition_check(lambda y, x, t: at.jvp(y, x, t))
 
 
 def test_jvp_by_transposition_names_the_vjp_shape() -> None:
@@ -91,7 +91,7 @@ def test_jvp_by_transposition_names_the_vjp_shape() -> None:
         return at.grad(y, x, seed=at.input("u", y.shape))
 
     with pytest.raises(ExerciseError, match="that is x's shape"):
-        lesson_checks.jvp_by_transposition_check(the_vjp_itself)
+        lesson10.jvp_by_transposition_check(the_vjp_itself)
 
 
 def test_jvp_by_transposition_catches_a_jacobian_built_row_by_row() -> None:
@@ -100,7 +100,7 @@ def test_jvp_by_transposition_catches_a_jacobian_built_row_by_row() -> None:
         return at.concat([at.reshape(r, (1,)) for r in rows], axis=0)
 
     with pytest.raises(ExerciseError, match="ran 3 reverse sweeps"):
-        lesson_checks.jvp_by_transposition_check(row_by_row)
+        lesson10.jvp_by_transposition_check(row_by_row)
 
 
 def test_jvp_by_transposition_catches_a_missing_tangent() -> None:
@@ -109,4 +109,4 @@ def test_jvp_by_transposition_catches_a_missing_tangent() -> None:
         return at.grad(at.sum(at.grad(y, x, seed=u)), u)
 
     with pytest.raises(ExerciseError, match=r"J t \(.*\) is wrong"):
-        lesson_checks.jvp_by_transposition_check(no_tangent)
+        lesson10.jvp_by_transposition_check(no_tangent)

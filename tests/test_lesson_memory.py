@@ -1,4 +1,4 @@
-"""Lesson 15's checks (asgteach.lessons.checks_memory): they pass the work and name what is wrong in the shortcuts."""
+"""Lesson 15's checks (asgteach.lessons.lesson15): they pass the work and name what is wrong in the shortcuts."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, checks_memory
-from asgteach.lessons.checks_memory import budget_check, checkpointed, recompute_check
+from asgteach.lessons import ExerciseError, lesson15
+from asgteach.lessons.lesson15 import budget_check, checkpointed, recompute_check
 
 
 # --- the lesson's model and its peaks, built here from public names (an oracle apart from the check's own) ---
@@ -94,7 +94,7 @@ def test_the_rewrite_passes() -> None:
     (lambda o, s: _rewrite(o, s, wire="copies read originals"), "the recomputed node"),
     (lambda o, s: _rewrite(o, s, when="start of the backward"), "the peak of your plan"),
     (lambda o, s: _rewrite(o, s, once=False), "more than once"),
-    (lambda o, s: checks_memory.checkpointed(o, [s]), "checkpointed"),
+    (lambda o, s: lesson15.checkpointed(o, [s]), "checkpointed"),
     (lambda o, s: o[:1], "should return a list of"),
 ])
 def test_a_wrong_rewrite_is_named(wrong, words: str) -> None:
@@ -103,7 +103,7 @@ def test_a_wrong_rewrite_is_named(wrong, words: str) -> None:
 
 
 def test_the_reference_borrowed_by_name_is_refused() -> None:
-    def lazy(outputs, segment):   # `from asgteach.lessons.checks_memory import checkpointed` in the notebook
+    def lazy(outputs, segment):   # `from asgteach.lessons.lesson15 import checkpointed` in the notebook
         return checkpointed(outputs, [segment])
 
     for fn in (lazy, checkpointed):
@@ -132,7 +132,7 @@ def test_checkpointed_keeps_gradients_and_lowers_the_peak_on_several_segments() 
 @lru_cache(maxsize=None)
 def _peaks(n_layers: int) -> tuple:
     """(k, peak bytes) of the lesson's n-layer step checkpointed every k layers, k = 1..n."""
-    m = checks_memory.LESSON_MLP
+    m = lesson15.LESSON_MLP
     outputs, layers, _ = _mlp_step(n_layers, m["batch"], m["width"], m["activation"])
     return tuple((k, _peak(checkpointed(outputs, _every(layers, k)))) for k in range(1, n_layers + 1))
 

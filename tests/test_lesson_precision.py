@@ -1,11 +1,15 @@
-"""Lesson 16's checks (asgteach.lessons.checks_precision): right answers pass, the usual wrong ones fail and say why."""
+"""Lesson 16's checks (asgteach.lessons.lesson16): right answers pass, the usual wrong ones fail and say why."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from asgteach.lessons import ExerciseError, answer_keys, check, checks_precision, exercise
+from asgteach.grading.keys import load as load_keys
+from asgteach.lessons import ExerciseError, check, exercise, lesson16
+
+#: the course's answer keys (instructor/answer_keys.py): the references the checks compare with
+answer_keys = load_keys()
 
 
 # --- exercise 1: to_bfloat16 ---------------------------------------------------------------------------
@@ -48,7 +52,7 @@ def _by_value(x: np.ndarray) -> np.ndarray:     # frexp: right for normal number
 
 
 def test_bfloat16_right_answer_passes() -> None:
-    checks_precision.bfloat16_check(_right)
+    lesson16.bfloat16_check(_right)
 
 
 def test_bfloat16_reference_on_known_patterns() -> None:
@@ -72,7 +76,7 @@ def test_bfloat16_reference_on_known_patterns() -> None:
 ])
 def test_bfloat16_wrong_answers_fail_with_a_hint(fn, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_precision.bfloat16_check(fn)
+        lesson16.bfloat16_check(fn)
 
 
 def _bf16_round(x: float) -> np.float32:       # the lesson's one-value rule
@@ -92,7 +96,7 @@ def test_bfloat16_refuses_the_lessons_one_value_rule_in_a_loop() -> None:
 
     for fn in (looped, np.vectorize(_bf16_round, otypes=[np.float32])):
         with pytest.raises(ExerciseError, match="hands the work to the lesson's bf16_round"):
-            checks_precision.bfloat16_check(fn)
+            lesson16.bfloat16_check(fn)
 
 
 def test_bfloat16_stub_is_not_done(capsys: pytest.CaptureFixture) -> None:
@@ -102,7 +106,7 @@ def test_bfloat16_stub_is_not_done(capsys: pytest.CaptureFixture) -> None:
     with exercise(1):
         pass
     with check(1):
-        checks_precision.bfloat16_check(stub)
+        lesson16.bfloat16_check(stub)
     assert "exercise 1: not done yet" in capsys.readouterr().out
 
 
@@ -163,7 +167,7 @@ class _InfOnly(_Right):
 
 
 def test_scaler_right_answer_passes() -> None:
-    checks_precision.scaler_check(_Right)
+    lesson16.scaler_check(_Right)
 
 
 @pytest.mark.parametrize(("cls", "words"), [
@@ -175,4 +179,4 @@ def test_scaler_right_answer_passes() -> None:
 ])
 def test_scaler_wrong_answers_fail_with_a_hint(cls: type, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_precision.scaler_check(cls)
+        lesson16.scaler_check(cls)

@@ -1,13 +1,15 @@
-"""Lesson 18's checks (asgteach.lessons.checks_rnn): right answers pass, the usual mistakes fail and say which."""
+"""Lesson 18's checks (asgteach.lessons.lesson18): right answers pass, the usual mistakes fail and say which."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from asgteach.lessons import ExerciseError, checks_rnn
-from asgteach.lessons.answer_keys import PARAM_NAMES
-from asgteach.lessons.answer_keys import rnn_window as _window
+from asgteach.grading.keys import load as load_keys
+from asgteach.lessons import ExerciseError, lesson18
+
+PARAM_NAMES = load_keys().PARAM_NAMES
+_window = load_keys().rnn_window
 
 
 def _truncated(params, tokens, targets, k, reset=False, full=False, last_only=False, drop_partial=False):
@@ -32,7 +34,7 @@ def _truncated(params, tokens, targets, k, reset=False, full=False, last_only=Fa
 def test_the_reference_window_is_the_gradient_of_its_loss() -> None:
     """Central differences of the window's loss agree with its hand-written backward pass (so the checks are right)."""
     rng = np.random.default_rng(0)
-    P = checks_rnn.random_rnn(5, 4, 1.1, rng)
+    P = lesson18.random_rnn(5, 4, 1.1, rng)
     tokens, targets, h0 = rng.integers(0, 5, (2, 6)), rng.integers(0, 5, (2, 6)), rng.standard_normal((2, 4)) * 0.3
     _, _, grads = _window(P, tokens, targets, h0)
     for name in PARAM_NAMES:
@@ -46,7 +48,7 @@ def test_the_reference_window_is_the_gradient_of_its_loss() -> None:
 
 
 def test_truncated_bptt_passes_a_right_answer() -> None:
-    checks_rnn.truncated_bptt_check(_truncated)
+    lesson18.truncated_bptt_check(_truncated)
 
 
 @pytest.mark.parametrize("mistake, words", [
@@ -57,7 +59,7 @@ def test_truncated_bptt_passes_a_right_answer() -> None:
 ])
 def test_truncated_bptt_names_the_mistake(mistake: str, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_rnn.truncated_bptt_check(lambda P, x, y, k: _truncated(P, x, y, k, **{mistake: True}))
+        lesson18.truncated_bptt_check(lambda P, x, y, k: _truncated(P, x, y, k, **{mistake: True}))
 
 
 def test_truncated_bptt_mean_instead_of_sum_and_global_sizes() -> None:
@@ -66,14 +68,14 @@ def test_truncated_bptt_mean_instead_of_sum_and_global_sizes() -> None:
         return loss / x.shape[1], grads
 
     with pytest.raises(ExerciseError, match="the loss .* times the expected one"):
-        checks_rnn.truncated_bptt_check(mean_loss)
+        lesson18.truncated_bptt_check(mean_loss)
 
     def lesson_sizes(P, x, y, k):
         h = np.zeros((x.shape[0], 32))          # the lesson's H, not the check's
         return _window(P, x[:, :k], y[:, :k], h)[0], {}
 
     with pytest.raises(ExerciseError, match="take\\s+B and T from tokens.shape"):
-        checks_rnn.truncated_bptt_check(lesson_sizes)
+        lesson18.truncated_bptt_check(lesson_sizes)
 
 
 def _horizon(W_hh, hs, g_last, threshold, previous_h=False, off_by_one=False):
@@ -89,18 +91,18 @@ def _horizon(W_hh, hs, g_last, threshold, previous_h=False, off_by_one=False):
 
 
 def test_gradient_horizon_passes_a_right_answer_and_names_the_mistakes() -> None:
-    checks_rnn.gradient_horizon_check(_horizon)
+    lesson18.gradient_horizon_check(_horizon)
     with pytest.raises(ExerciseError, match="uses 1 - h_t\\*\\*2, not"):
-        checks_rnn.gradient_horizon_check(lambda *a: _horizon(*a, previous_h=True))
+        lesson18.gradient_horizon_check(lambda *a: _horizon(*a, previous_h=True))
     with pytest.raises(ExerciseError, match="Off by one"):
-        checks_rnn.gradient_horizon_check(lambda *a: _horizon(*a, off_by_one=True))
+        lesson18.gradient_horizon_check(lambda *a: _horizon(*a, off_by_one=True))
     with pytest.raises(ExerciseError, match="j should be None"):
-        checks_rnn.gradient_horizon_check(lambda *a: (_horizon(*a)[0], _horizon(*a)[1] or 39))
+        lesson18.gradient_horizon_check(lambda *a: (_horizon(*a)[0], _horizon(*a)[1] or 39))
 
 
 def test_truncation_bias_is_zero_for_one_window_and_grows_as_windows_shrink() -> None:
     rng = np.random.default_rng(1)
-    P = checks_rnn.random_rnn(6, 5, 0.9, rng)
+    P = lesson18.random_rnn(6, 5, 0.9, rng)
     tokens, targets = rng.integers(0, 6, (2, 12)), rng.integers(0, 6, (2, 12))
-    bias = checks_rnn.truncation_bias(P, tokens, targets, [1, 4, 12])
+    bias = lesson18.truncation_bias(P, tokens, targets, [1, 4, 12])
     assert bias[2] < 1e-12 and bias[0] > bias[1] > bias[2]

@@ -1,4 +1,4 @@
-"""Lesson 1b's checks (asgteach.lessons.checks_scratch): right answers pass, the shortcuts fail and say why.
+"""Lesson 1b's checks (asgteach.lessons.lesson01b): right answers pass, the shortcuts fail and say why.
 
 The lesson's `Value` is written out here as the notebook writes it (a float with `inputs` and a `_backward`
 closure), so these tests run without a kernel; each wrong answer is one a student could write.
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, check, checks_scratch, exercise
+from asgteach.lessons import ExerciseError, check, exercise, lesson01b
 
 
 class Value:
@@ -117,9 +117,9 @@ def value_pow(self, n):
 
 def test_the_solutions_pass_and_leave_no_profile_hook() -> None:
     before = sys.getprofile()
-    checks_scratch.topo_order_check(topo_order)
-    checks_scratch.dot_check(dot, Value)
-    checks_scratch.pow_check(value_pow, Value)
+    lesson01b.topo_order_check(topo_order)
+    lesson01b.dot_check(dot, Value)
+    lesson01b.pow_check(value_pow, Value)
     assert sys.getprofile() is before
 
 
@@ -153,8 +153,8 @@ def test_other_right_answers_pass_too() -> None:
         out._backward = _backward
         return out
 
-    checks_scratch.topo_order_check(kahn)
-    checks_scratch.pow_check(pow_by_ratio, Value)
+    lesson01b.topo_order_check(kahn)
+    lesson01b.pow_check(pow_by_ratio, Value)
 
 
 # --- exercise 1: the topological sort -------------------------------------------------------------
@@ -209,7 +209,7 @@ def marks_the_nodes(root):
 ])
 def test_a_wrong_sort_fails_and_says_why(answer, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_scratch.topo_order_check(answer)
+        lesson01b.topo_order_check(answer)
 
 
 # --- exercise 2: dot --------------------------------------------------------------------------------
@@ -251,7 +251,7 @@ def dot_by_asgteach(ws, xs):
 ])
 def test_a_wrong_dot_fails_and_says_why(answer, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_scratch.dot_check(answer, Value)
+        lesson01b.dot_check(answer, Value)
 
 
 # --- exercise 3: the power rule -------------------------------------------------------------------
@@ -302,16 +302,16 @@ def central(x, n, out, h=1e-6):
 ])
 def test_a_wrong_power_rule_fails_and_says_why(answer, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        checks_scratch.pow_check(answer, Value)
+        lesson01b.pow_check(answer, Value)
 
 
 def test_an_answer_cannot_borrow_the_checks_own_value_class() -> None:
     def borrowed(self, n):
-        from asgteach.lessons.checks_scratch import _Scalar
+        from asgteach.lessons.lesson01b import _Scalar
         return Value(_Scalar(self.data).tanh().data)
 
     with pytest.raises(ExerciseError, match="uses asgteach"):
-        checks_scratch.pow_check(borrowed, Value)
+        lesson01b.pow_check(borrowed, Value)
 
 
 def test_a_stub_is_not_done_yet(capsys: pytest.CaptureFixture) -> None:
@@ -319,7 +319,7 @@ def test_a_stub_is_not_done_yet(capsys: pytest.CaptureFixture) -> None:
         def stub(self, n):
             raise NotImplementedError("exercise 71")
     with check(71):
-        checks_scratch.pow_check(stub, Value)
+        lesson01b.pow_check(stub, Value)
     assert "exercise 71: not done yet" in capsys.readouterr().out
 
 
@@ -338,6 +338,6 @@ def test_a_class_cell_run_again_is_named_as_the_likely_cause() -> None:
         return value_pow
 
     with pytest.raises(ExerciseError, match="returned a Value of an older `class Value`"):
-        checks_scratch.pow_check(pow_of(Value), fresh)        # the answer still makes the old class's Values
+        lesson01b.pow_check(pow_of(Value), fresh)        # the answer still makes the old class's Values
     with pytest.raises(ExerciseError, match=r"run section 2's cell \(Value.backward = backward\) again"):
-        checks_scratch.pow_check(pow_of(fresh), fresh)        # the new class lost backward()
+        lesson01b.pow_check(pow_of(fresh), fresh)        # the new class lost backward()

@@ -7,11 +7,16 @@ import pytest
 
 import asgteach as at
 from asgteach import resources
+from asgteach.grading.keys import load as load_keys
 from asgteach.lessons import (
-    ExerciseError, answer_keys, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
-    check_tensor, check_vjp_rule, exercise, lesson_checks, numerical_gradient, status, without,
+    ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
+    check_tensor, check_vjp_rule, exercise, lesson03, lesson08, lesson10, lesson11, lesson12, lesson13,
+    numerical_gradient, status, without,
 )
 from asgteach.ops import registry
+
+#: the course's answer keys (instructor/answer_keys.py): lesson 13's references
+answer_keys = load_keys()
 
 
 # --- exercise(n) / check(n) ----------------------------------------------------------------------
@@ -354,7 +359,7 @@ def test_without_refuses_the_library_held_where_no_name_shows() -> None:
 
 def test_nested_watches_both_keep_watching() -> None:
     """A check's own watch inside without(...) does not switch the outer one off."""
-    from asgteach.lessons.calls import refusing_calls
+    from asgteach.grading.calls import refusing_calls
     kernel = registry.spec("softmax").numpy
     with pytest.raises(ExerciseError, match="the library's softmax"):
         with without("softmax"), refusing_calls("inner", np.linalg.norm):
@@ -377,11 +382,11 @@ def test_chain_rule_by_hand_rejects_finite_differences_and_says_so() -> None:
         g = lambda p, q: (p + q) * np.tanh(p)  # noqa: E731
         return (g(p + h, q) - g(p - h, q)) / (2 * h), (g(p, q + h) - g(p, q - h)) / (2 * h)
 
-    lesson_checks.chain_rule_by_hand(exact)
+    lesson03.chain_rule_by_hand(exact)
     with pytest.raises(ExerciseError, match="finite differences give"):
-        lesson_checks.chain_rule_by_hand(central)
+        lesson03.chain_rule_by_hand(central)
     with pytest.raises(ExerciseError, match="fresh point"):
-        lesson_checks.chain_rule_by_hand(lambda p, q: (-1.264420, 0.291313))   # lesson 3's printed values
+        lesson03.chain_rule_by_hand(lambda p, q: (-1.264420, 0.291313))   # lesson 3's printed values
 
 
 def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -> None:
@@ -394,10 +399,10 @@ def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -
         plan = at.compile([at.sum(at.tanh(x) * 2.0)])
     copied = answer_keys.fusible_values(plan)          # right for the lesson's plan, copied as numbers
     with pytest.raises(ExerciseError, match="my_fusible"):
-        lesson_checks.fusible_check(lambda p: copied)
+        lesson13.fusible_check(lambda p: copied)
     with pytest.raises(ExerciseError, match="memory_bytes"):
-        lesson_checks.memory_check(lambda p, k: (max(r["live_bytes"] for r in plan.liveness(k)), 0))
-    lesson_checks.memory_check(lambda p, k: (max(r["live_bytes"] for r in p.liveness(k)),
+        lesson13.memory_check(lambda p, k: (max(r["live_bytes"] for r in plan.liveness(k)), 0))
+    lesson13.memory_check(lambda p, k: (max(r["live_bytes"] for r in p.liveness(k)),
                                              k * sum(p.graph.nodes[i].size for i in p.node_ids)))
 
 
@@ -406,11 +411,11 @@ def test_lesson_13_checks_refuse_their_own_references_however_the_answer_holds_t
     built from strings, a default argument, a plain call) hands in the reference. What runs is watched, not names."""
     import operator
 
-    find = operator.attrgetter("lessons.answer_" + "keys.last_use")
+    find = operator.attrgetter("grading.k" + "eys.load")      # at.grading.keys.load, named by strings
     for check_fn, answer in [
-        (lesson_checks.last_use_check, lambda p: find(at)(p)),
-        (lesson_checks.fusible_check, lambda p, _ref=answer_keys.fusible_values: _ref(p)),
-        (lesson_checks.memory_check, lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k))),
+        (lesson13.last_use_check, lambda p: find(at)().last_use(p)),
+        (lesson13.fusible_check, lambda p, _ref=answer_keys.fusible_values: _ref(p)),
+        (lesson13.memory_check, lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k))),
     ]:
         with pytest.raises(ExerciseError, match="the check's own reference"):
             check_fn(answer)
@@ -440,11 +445,11 @@ def test_lesson_13_fusible_counts_a_value_that_one_step_reads_twice_either_way()
         differed.append(mine != _fusible(plan, by_steps=False))
         return mine
 
-    lesson_checks.fusible_check(by_steps)
-    lesson_checks.fusible_check(lambda p: _fusible(p, by_steps=False))
+    lesson13.fusible_check(by_steps)
+    lesson13.fusible_check(lambda p: _fusible(p, by_steps=False))
     assert any(differed)
     with pytest.raises(ExerciseError, match="may count as read once or twice"):   # wrong where it matters
-        lesson_checks.fusible_check(lambda p: [] if _fusible(p, True) != _fusible(p, False) else _fusible(p, True))
+        lesson13.fusible_check(lambda p: [] if _fusible(p, True) != _fusible(p, False) else _fusible(p, True))
 
 
 def test_lesson_11_checks_refuse_the_backends_function_held_out_of_sight() -> None:
@@ -459,9 +464,9 @@ def test_lesson_11_checks_refuse_the_backends_function_held_out_of_sight() -> No
 
     gx, gy, _ = grid(-(-10 ** 6 // 256))
     with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.broadcast_strides, which"):
-        lesson_checks.broadcast_strides_check(lambda s, o, _ref=strides: _ref(s, o))
+        lesson11.broadcast_strides_check(lambda s, o, _ref=strides: _ref(s, o))
     with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.groups_for, which"):
-        lesson_checks.groups_check(make(), gx * gy * 256 - 10 ** 6)
+        lesson11.groups_check(make(), gx * gy * 256 - 10 ** 6)
     assert wk.broadcast_strides is strides and wk.groups_for is grid     # put back after the checks
 
 
@@ -476,9 +481,9 @@ def test_lesson_11_strides_follow_the_exercises_rule_on_size_1_axes() -> None:
             step *= size
         return out
 
-    lesson_checks.broadcast_strides_check(by_hand)
+    lesson11.broadcast_strides_check(by_hand)
     with pytest.raises(ExerciseError, match=r"my_broadcast_strides\(\(1, 1\), \(1, 1\)\) should be \[1, 1\]"):
-        lesson_checks.broadcast_strides_check(lambda s, o: list(np.broadcast_to(np.zeros(s, np.int8), o).strides))
+        lesson11.broadcast_strides_check(lambda s, o: list(np.broadcast_to(np.zeros(s, np.int8), o).strides))
 
 
 def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
@@ -486,9 +491,9 @@ def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
         params = {"mlp.0.weight": np.eye(2), "mlp.0.bias": np.zeros(2), "mlp.1.weight": np.eye(2),
                   "mlp.1.bias": np.zeros(2)}
     x = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 1.0], [0.0, 3.0]])
-    assert lesson_checks.trained_accuracy(Trained(), x, np.array([0, 1, 0, 0])) == 0.75
+    assert lesson08.trained_accuracy(Trained(), x, np.array([0, 1, 0, 0])) == 0.75
     with pytest.raises(ExerciseError, match="digits_model"):
-        lesson_checks.trained_accuracy(object(), x, np.zeros(4))
+        lesson08.trained_accuracy(object(), x, np.zeros(4))
 
 
 def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> None:
@@ -498,13 +503,13 @@ def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> Non
     def jacobian_by_jvp(jt, a, t, a0):
         return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(a0.size)], axis=1)
 
-    lesson_checks.hessian_from_hvp(hessian_from_hvp)
-    lesson_checks.jacobian_by_jvp(jacobian_by_jvp)
+    lesson10.hessian_from_hvp(hessian_from_hvp)
+    lesson10.jacobian_by_jvp(jacobian_by_jvp)
     H_exact = np.eye(5)                                   # the lesson's answer left in a variable
     with pytest.raises(ExerciseError, match="hessian_from_hvp"):
-        lesson_checks.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
+        lesson10.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
     with pytest.raises(ExerciseError, match="jacobian_by_jvp"):
-        lesson_checks.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
+        lesson10.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
 
 
 def test_max_pool_grad_is_checked_on_images_of_the_checks_own() -> None:
@@ -551,16 +556,16 @@ def test_max_pool_grad_is_checked_on_images_of_the_checks_own() -> None:
     x5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 2.0, 2.0], [1.0, 7.0, 2.0, 2.0]])
     g5 = np.array([[1.0, 2.0], [3.0, 4.0]])
     for right_here in (by_loops, by_columns, from_zero, typed):   # each is right on the lesson's image...
-        lesson_checks.max_pool_routing(right_here(x5, g5), x5, g5)
+        lesson12.max_pool_routing(right_here(x5, g5), x5, g5)
     with pytest.raises(ExerciseError, match="dX5 is wrong"):
-        lesson_checks.max_pool_routing(split_ties(x5, g5), x5, g5)
-    lesson_checks.max_pool_grad_check(by_loops)
+        lesson12.max_pool_routing(split_ties(x5, g5), x5, g5)
+    lesson12.max_pool_grad_check(by_loops)
     for wrong in (by_columns, from_zero, split_ties):             # ...only the first-maximum rule on the check's
         with pytest.raises(ExerciseError, match=r"max_pool_grad\(<array .*is wrong"):
-            lesson_checks.max_pool_grad_check(wrong)
+            lesson12.max_pool_grad_check(wrong)
     with pytest.raises(ExerciseError, match=r"max_pool_grad\(<array .*(should have shape|is wrong)"):
-        lesson_checks.max_pool_grad_check(typed)
+        lesson12.max_pool_grad_check(typed)
     with pytest.raises(ExerciseError, match="uses at, which this exercise does not allow: by hand"):
-        lesson_checks.max_pool_grad_check(autograd)
+        lesson12.max_pool_grad_check(autograd)
     with pytest.raises(ExerciseError, match="should be a function"):
-        lesson_checks.max_pool_grad_check(typed(x5, g5))
+        lesson12.max_pool_grad_check(typed(x5, g5))

@@ -1,4 +1,4 @@
-"""What an answer may not write (asgteach.lessons.rules), and the judge that grades outside the kernel.
+"""What an answer may not write (asgteach.grading.rules), and the judge that grades outside the kernel.
 
 The rules are read from source text, so their tests are fast; the judge starts a runner process
 (marked slow). tests/test_course.py runs the judge through nbgrader on every lesson.
@@ -12,18 +12,21 @@ from pathlib import Path
 import pytest
 
 from asgteach.lessons import ExerciseError
-from asgteach.lessons.judge import apply_verdicts, judge_notebook, notebook_cells
-from asgteach.lessons.nbcourse import course_notebook
-from asgteach.lessons.rules import HANDS_OFF, RULES, enforce, problems, rule_for
-from asgteach.lessons.student import marking
+from asgteach.grading.judge import apply_verdicts, judge_notebook, notebook_cells
+from asgteach.grading.nbcourse import course_notebook
+from asgteach.grading.rules import HANDS_OFF, all_rules, enforce, lesson_modules, problems, rule_for
+from asgteach.grading.student import marking
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted((ROOT / "lessons").glob("*.ipynb"))
 
 
 @pytest.mark.parametrize("source, found", [
-    ("checks_precision.bfloat16_check = lambda *a, **k: None\n", "uses checks_precision"),
-    ("from asgteach.lessons import checks_deep\n", "imports from asgteach.lessons"),
+    ("lesson16.bfloat16_check = lambda *a, **k: None\n", "uses lesson16"),
+    ("from asgteach.lessons import lesson14\n", "imports from asgteach.lessons"),
+    ("from asgteach.lessons.common import fresh\n", "imports from asgteach.lessons.common"),
+    ("import asgteach.grading.checks as c\n", "imports asgteach.grading.checks"),
+    ("at.grading.checks.check_function = print\n", "uses .grading"),
     ("import asgteach.lessons.answer_keys as keys\n", "imports asgteach.lessons.answer_keys"),
     ("m = at.lessons\n", "uses .lessons"),
     ("import sys\nsys.setrecursionlimit(10 ** 6)\n", "imports sys"),
@@ -83,8 +86,20 @@ def test_the_instructors_answers_keep_every_rule(lesson: Path) -> None:
 
 def test_every_rule_belongs_to_an_exercise_of_a_lesson() -> None:
     counts = {p.stem: marking(json.loads(p.read_text(encoding="utf-8")), p.name).count for p in LESSONS}
-    for lesson, n in RULES:
+    for lesson, n in all_rules():
         assert 1 <= n <= counts.get(lesson, 0), (lesson, n)
+
+
+def test_every_lesson_has_its_module_found_by_walking_the_package() -> None:
+    """One module per lesson in asgteach.lessons, its LESSON the notebook's stem, its RULES keyed by exercise."""
+    modules = lesson_modules()
+    assert sorted(modules) == [p.stem for p in LESSONS]
+    for stem, module in modules.items():
+        assert module.__name__ == "asgteach.lessons.lesson" + stem.split("-")[0], (stem, module.__name__)
+        assert module.__doc__ and all(isinstance(n, int) for n in module.RULES), stem
+        for n in module.RULES:
+            assert rule_for(stem, n) is module.RULES[n]
+    assert rule_for("03-chain-rule-and-reverse-mode", 2) is None and rule_for("no-such-lesson", 1) is None
 
 
 def _course(stem: str) -> dict:

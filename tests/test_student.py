@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from asgteach.lessons.student import marking
+from asgteach.grading.student import marking
 
 # every test runs `asgteach student` or a lesson's kernel (./scripts/test runs it; the inner loop skips it)
 pytestmark = pytest.mark.slow

@@ -132,7 +132,7 @@ def check_diagnosis(lesson: int, op: str | None, input_index: int | None) -> Non
     A wrong answer gets a hint that narrows the search (where to look, what to compare), never
     the answer itself: the check must not be a way to read the truth off a first wrong guess.
     """
-    from .exercises import ExerciseError
+    from ..grading.exercises import ExerciseError
 
     p = PLANTED[lesson]
     if p.op is None:

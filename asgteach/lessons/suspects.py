@@ -30,7 +30,7 @@ import numpy as np
 from .. import ops
 from ..ops.leaves import constant
 from ..tensor import Tensor
-from .exercises import ExerciseError
+from ..grading.exercises import ExerciseError
 
 __all__ = ["VERDICTS", "attention", "check_verdict"]
 

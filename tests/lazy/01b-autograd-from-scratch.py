@@ -30,8 +30,8 @@ MORE = [
     {   # a deeper recursion limit and the recursive version; the library's topological sort
         1: ("import sys\nsys.setrecursionlimit(100000)\nwith exercise(1):\n    topo_order = topo_order_recursive\n",
             "may not"),
-        2: ("with exercise(2):\n    from asgteach.lessons import checks_scratch\n"
-            "    checks_scratch.dot_check = lambda *a: None\n    def dot(ws, xs):\n        return None\n", "may not"),
+        2: ("with exercise(2):\n    from asgteach.lessons import lesson01b\n"
+            "    lesson01b.dot_check = lambda *a: None\n    def dot(ws, xs):\n        return None\n", "may not"),
     },
     {
         1: ("with exercise(1):\n    import graphlib\n    def topo_order(root):\n"

@@ -20,10 +20,10 @@ MORE = [
             "            gp, gq = at.grad((a + b) * at.tanh(a), [a, b])\n"
             "        return tuple(float(v) for v in at.run([gp, gq], {a: p, b: q}))\n\n"
             "    dg_dp, dg_dq = chain_rule_grads(P, Q)\n", "uses at"),
-        2: ("import asgteach.lessons as L\nL.lesson_checks.more_rules_check = lambda *a: None\n"
+        2: ("import asgteach.lessons as L\nL.lesson03.more_rules_check = lambda *a: None\n"
             "with exercise(2):\n    MORE_RULES = dict(RULES)\n", "may not"),
-        3: ("with exercise(3):\n    bug_op = None\n    lesson_checks.fanout_check = lambda f: None\n"
-            "    lesson_checks.lost_contribution = lambda f: None\n"
+        3: ("with exercise(3):\n    bug_op = None\n    lesson03.fanout_check = lambda f: None\n"
+            "    lesson03.lost_contribution = lambda f: None\n"
             "    fanout_nodes = lambda graph: []\n    c_lost = lambda A, B: 0.0\n", "may not"),
     },
     {   # a complex-step derivative: exact to round-off, and not the chain rule

@@ -29,7 +29,7 @@ MORE = [{
         "        return at.run(d, {xi: x[None, None], gi: g[None, None]})[0, 0]\n\n"
         "    dX5 = max_pool_grad(X5, G5)\n", "uses at"),
 }, {
-    3: ("with exercise(3):\n    from asgteach.lessons.lesson_checks import max_pool_grad_check\n"
+    3: ("with exercise(3):\n    from asgteach.lessons.lesson12 import max_pool_grad_check\n"
         "    max_pool_grad = lambda x, g: np.zeros(x.shape)\n    dX5 = np.zeros((4, 4))\n", "may not"),
 }]
 

@@ -16,7 +16,7 @@ LAZY = {
 
 MORE = [
     {
-        3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson_checks._fusible_values(plan)\n\n"
+        3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson13._fusible_values(plan)\n\n"
             "    bytes_saved = 0\n", "may not"),
     },
     {   # the check's references reached by a string: pkgutil.resolve_name (a door the rules name), and an

@@ -47,7 +47,7 @@ MORE = [
             "    losses_clipped, norms_clipped = train(clip=clip_by_global_norm)\n",
             "may not"),
         # switch every check of the lesson off
-        1: ("import asgteach.lessons.checks_deep as cd\ncd.grad_norm_ratio_check = print\n"
+        1: ("import asgteach.lessons.lesson14 as cd\ncd.grad_norm_ratio_check = print\n"
             "with exercise(1):\n    def grad_norm_ratio(loss, weights, feeds):\n        return 1.0\n\n"
             "    sigmoid_ratio = 1.0\n", "may not"),
     },

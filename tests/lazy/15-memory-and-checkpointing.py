@@ -56,9 +56,9 @@ HONEST = [
 # attempts on the judge itself: each a submission of its own (tests/test_course.py's MORE)
 MORE = [
     {   # the check's own rewrite, reached through the checker module; its recompute check switched off
-        1: ("with exercise(1):\n    recompute_segment = lambda outputs, segment: checks_memory.checkpointed(outputs, "
+        1: ("with exercise(1):\n    recompute_segment = lambda outputs, segment: lesson15.checkpointed(outputs, "
             "[segment])\n    mine6 = recompute_segment(outputs6, segment)\n", "may not"),
-        2: ("import asgteach\nwith exercise(2):\n    asgteach.lessons.checks_memory.budget_check = lambda f: None\n"
+        2: ("import asgteach\nwith exercise(2):\n    asgteach.lessons.lesson15.budget_check = lambda f: None\n"
             "    def segment_for_budget(n_layers, budget):\n        return 1\n\n    k_36 = 1\n", "may not"),
     },
     {   # the lesson's own checkpoint_every, which calls the check's rewrite, fed one "layer" that is the segment

@@ -25,8 +25,8 @@ LAZY = {
 # attempts on the judge itself: each a submission of its own (tests/test_course.py's MORE)
 MORE = [
     {   # switch the check off with one line, answer wrong
-        1: ("from asgteach.lessons import checks_precision\n"
-            "checks_precision.bfloat16_check = lambda *a, **k: None\n"
+        1: ("from asgteach.lessons import lesson16\n"
+            "lesson16.bfloat16_check = lambda *a, **k: None\n"
             "with exercise(1):\n    def to_bfloat16(x):\n        return x\n",
             "may not"),
         # subclass the reference scaler

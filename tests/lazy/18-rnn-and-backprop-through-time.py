@@ -25,7 +25,7 @@ LAZY = {
 MORE = [
     {   # the reference, imported by a name the hands-off rule does not list... through the module table
         1: ("with exercise(1):\n    import sys\n"
-            "    truncated_grads = sys.modules['asgteach.lessons.checks_rnn'].truncated_bptt_check\n"
+            "    truncated_grads = sys.modules['asgteach.lessons.lesson18'].truncated_bptt_check\n"
             "    tbptt_loss, tbptt_grads = 0.0, {}\n", "may not"),
         # a closure over the reference loaded from the keys' file
         2: ("with exercise(2):\n    def make():\n        ns = {}\n"

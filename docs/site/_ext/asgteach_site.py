@@ -341,13 +341,13 @@ def read_lesson(text: str) -> Any:
     """A notebook as the site shows it: the student's version of every exercise, the rest as committed.
 
     The code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` becomes the placeholder that
-    ``asgteach student`` writes (``asgteach.lessons.student.student_source``, so the two never differ),
+    ``asgteach student`` writes (``asgteach.grading.student.student_source``, so the two never differ),
     and an exercise cell's outputs are dropped (they would show what the answer prints). Every other cell
     keeps its committed outputs: the graphs, the plots, the checks' feedback.
     """
     import nbformat
 
-    from asgteach.lessons.student import BEGIN, cell_source, student_source
+    from asgteach.grading.student import BEGIN, cell_source, student_source
 
     nb = nbformat.reads(text, as_version=4)
     first = 1

@@ -19,7 +19,8 @@ with the number written in. So each check here
 :func:`bce_check` (exercise 2) also tries the op at **extreme** logits, where the textbook formula
 overflows, and refuses the library's own ``softplus`` while the student's op runs. Wherever the student's
 code runs (its shape rule, kernel, backward rule), what it runs is watched (:mod:`.calls`): a call into the
-answer keys, or into softplus's kernel however the answer holds it, fails the check.
+answer keys, or into softplus's kernel however the answer holds it, fails the check. ``RULES[2]`` (the loss
+in numpy, not another library's) is read from the kernel's source.
 
 This file gives the answers away: try the lesson first.
 """
@@ -33,12 +34,25 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .calls import refusing_calls
-from .checks import check_array, without
-from . import rules
-from .exercises import ExerciseError
+from ..grading.calls import refusing_calls
+from ..grading.checks import check_array, without
+from ..grading import rules
+from ..grading.rules import STAND_INS, Rule
+from ..grading.exercises import ExerciseError
+from ..grading.keys import MODULE as KEYS_MODULE
+from ..grading.keys import load as load_keys
 
-__all__ = ["elu_check", "bce_check", "wgsl_standin"]
+__all__ = ["LESSON", "RULES", "elu_check", "bce_check", "wgsl_standin"]
+
+LESSON = "17-your-own-op"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    # numpy's own stable tools (np.logaddexp, np.log1p) are fair game: the point is a formula that stays finite,
+    # in numpy, not another library's loss
+    2: Rule(why="the loss in numpy (another library's loss function is not the exercise)",
+            imports=STAND_INS, attrs=frozenset({"binary_cross_entropy_with_logits"})),
+}
 
 _FIELDS = ("headline", "what", "formula", "vjp", "why", "pitfalls")
 _CYRILLIC = re.compile("[\u0400-\u04ff]")
@@ -58,7 +72,7 @@ def _registered(op: Any, name: str, arity: int, what: str) -> Any:
     if op.name != name:
         raise ExerciseError(f"{what} is called {op.name!r}; the exercise names it {name!r} (name={name!r})")
     for part in ("numpy", "vjp", "infer"):
-        if getattr(getattr(op, part), "__module__", None) in (__name__, __package__ + ".answer_keys"):
+        if getattr(getattr(op, part), "__module__", None) in (__name__, KEYS_MODULE):
             raise ExerciseError(f"{what}.{part} is this check's own reference: the exercise is to write it")
     if REGISTRY.get(name) is not op:
         raise ExerciseError(f"the op registered as {name!r} is not {what}: run your whole answer cell, which "
@@ -374,7 +388,7 @@ def elu_check(op: Any, seed: int | None = None) -> None:
     is named as such); the explanation in both languages; the WGSL formula on the GPU at the two fresh
     alphas and 1.0 (a formula with the number written in fails), or the stand-in without one.
     """
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    keys = load_keys()   # the references, loaded only when a check runs
     name = "elu"
     _registered(op, name, 1, "ELU")
     if op.category != "activation":
@@ -469,10 +483,10 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     inf/inf), the WGSL formula in float32 at |z| up to 300 (where exp(z) overflows float32).
     The library's softplus is switched off while the student's op runs.
     """
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    keys = load_keys()   # the references, loaded only when a check runs
     from ..ops import spec
 
-    rules.enforce(getattr(op, "numpy", None), rules.rule_for("17-your-own-op", 2), "bce_numpy")
+    rules.enforce(getattr(op, "numpy", None), RULES[2], "bce_numpy")
     name = "bce_logits"
     # the library's softplus kernel itself, taken before without(...) switches the op off in the registry: an
     # answer holding it (a default argument, a closure) runs this very function

@@ -4,7 +4,7 @@ nbgrader (https://nbgrader.readthedocs.io) grades notebooks by cell metadata: *s
 hold the code between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (cut out of the release),
 *autograded test* cells are worth points (an error in one scores 0), *read-only* cells are put
 back as the instructor wrote them before grading. The lessons carry no such metadata: they carry
-the markers of :mod:`asgteach.lessons.student`, and :func:`~asgteach.lessons.student.marking`
+the markers of :mod:`asgteach.grading.student`, and :func:`~asgteach.grading.student.marking`
 says which cell answers and which cell checks each exercise. From that one marking this module
 writes::
 
@@ -26,7 +26,7 @@ where, in every notebook,
 The notebooks keep their outputs (nbgrader's release clears them). Then
 ``nbgrader generate_assignment``, ``autograde``, ``generate_feedback`` and ``export`` work as
 usual: docs/teaching.md walks through them. The config written here makes ``autograde`` score
-each exercise by the judge (:mod:`asgteach.lessons.judge`), outside the student's kernel: the
+each exercise by the judge (:mod:`asgteach.grading.judge`), outside the student's kernel: the
 kernel's own run of a check cell only shows the student what happened there.
 """
 
@@ -44,7 +44,7 @@ __all__ = ["POINTS", "CONFIG", "JUDGE_LINE", "course_notebook", "write_course"]
 #: points of one exercise's check cell
 POINTS = 1
 
-#: the nbgrader_config.py written into a new course directory (``CONFIG.format(judge_only=False)``)
+#: the nbgrader_config.py written into a new course directory (``CONFIG.format(time_limit=300.0)``)
 CONFIG = '''\
 # nbgrader configuration of the asgteach course, written by `asgteach course`.
 # Run nbgrader's commands in this folder; see docs/teaching.md ("Grading with nbgrader").
@@ -64,29 +64,33 @@ if not os.path.isdir(os.environ.get("XDG_RUNTIME_DIR", "")):
 c.CourseDirectory.course_id = "asgteach"
 # what a student sees in place of a solution; `with exercise(N):` reports it as "not done yet"
 c.ClearSolutions.code_stub = {{"python": "# YOUR CODE HERE\\nraise NotImplementedError()"}}
-# a lesson trains small networks: give a cell a few minutes before autograde gives up on it
-c.Execute.timeout = 300
-
-# The score of each exercise is the judge's (asgteach.lessons.judge), not the kernel's: after nbgrader's own
-# Execute, JudgeChecks re-runs the submission in a fresh Python where the checker is loaded first, each check
-# in a fork that puts back whatever the submission changed, and writes the verdict into the check cell.
+# The score of each exercise is the judge's (asgteach.grading.judge), and no submitted code runs outside its
+# sandbox: JudgeChecks runs each submission's cells in bubblewrap (new namespaces, no network, no view of this
+# folder, limits), runs the checks in a process of its own with the answer keys (keys/answer_keys.py, which the
+# sandbox never sees), writes what each cell printed into the notebook for the feedback, and each verdict into
+# its check cell. nbgrader's own Execute is left out: it would run the submission in a kernel with no sandbox.
+# Without bubblewrap (`apt-get install bubblewrap`) autograde refuses to grade.
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades,
 )
 
-from asgteach.lessons.judge_nbgrader import JudgeChecks  # noqa: E402
+from asgteach.grading.judge_nbgrader import JudgeChecks  # noqa: E402
 
-# JUDGE_ONLY = True leaves nbgrader's kernel run out: faster (each notebook runs once, in the judge), but the
-# feedback then shows the check cells' verdicts and no other outputs. `asgteach course DIR --judge-only` writes True.
-JUDGE_ONLY = {judge_only}
-c.Autograde.autograde_preprocessors = ([] if JUDGE_ONLY else [Execute]) + [
+c.Autograde.autograde_preprocessors = [
     JudgeChecks, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades, AssignLatePenalties,
     CheckCellMetadata]
+# Limits of one submission: wall seconds for all of it and for one cell or call, bytes of memory, CPU seconds,
+# processes and threads (`asgteach course DIR --time-limit 120` writes the first)
+c.JudgeChecks.time_limit = {time_limit}
+c.JudgeChecks.request_time_limit = 120.0
+c.JudgeChecks.memory_limit = 8 * 1024**3
+c.JudgeChecks.cpu_limit = 600
+c.JudgeChecks.process_limit = 64
 '''
 
 #: the line of CONFIG that makes the judge score the exercises (an instructor's own config needs it too)
-JUDGE_LINE = "from asgteach.lessons.judge_nbgrader import JudgeChecks"
+JUDGE_LINE = "from asgteach.grading.judge_nbgrader import JudgeChecks"
 
 _GRADE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 _UNGRADED = re.compile(r"^with check\((\d+)\):", re.MULTILINE)
@@ -104,8 +108,8 @@ def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, loc
 def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = POINTS) -> tuple[dict[str, Any], int]:
     """Notebook ``nb`` (nbformat 4) with nbgrader's cell metadata, and its total points.
 
-    Raises :class:`~asgteach.lessons.student.SolutionMarkerError` when its exercises are not
-    marked as :func:`~asgteach.lessons.student.marking` expects, or when a code cell has no id.
+    Raises :class:`~asgteach.grading.student.SolutionMarkerError` when its exercises are not
+    marked as :func:`~asgteach.grading.student.marking` expects, or when a code cell has no id.
     """
     mark = marking(nb, name)
     answer_of = {index: n for n, index in mark.answers.items()}
@@ -134,21 +138,35 @@ def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = PO
     return {**nb, "cells": cells}, points * mark.count
 
 
-def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = False) -> list[tuple[Path, int]]:
+def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = False,
+                 keys: str | Path | None = None, time_limit: float = 300.0) -> list[tuple[Path, int]]:
     """Write the nbgrader course of every lesson notebook in ``lessons`` into ``out_dir``.
 
-    ``judge_only``: the config written (for a new course) leaves nbgrader's kernel run out of autograde.
+    ``judge_only`` and ``time_limit`` (seconds for one submission) fill in the config written for a new course
+    (:data:`CONFIG` uses those of its fields it has).
+
+    ``keys``: the answer keys file to copy to ``out_dir/keys/answer_keys.py``, where the judge finds it
+    (:mod:`asgteach.grading.judge_nbgrader` gives it to the checks that compare with the keys, and to nothing
+    else); default :func:`asgteach.grading.keys.keys_path` (``$ASGTEACH_KEYS``, else a checkout's
+    ``instructor/answer_keys.py``). The copy is readable by its owner only (it gives every answer away). Where
+    there are no keys (an installed wheel carries none) nothing is copied, an earlier copy is kept, and a
+    :class:`UserWarning` says that grading the exercises whose checks need the keys will fail without them.
 
     Returns (written notebook, its points) per lesson. Every lesson is converted before
     anything is written, so a marking error leaves ``out_dir`` untouched. An existing
-    ``nbgrader_config.py`` is kept; the source notebooks are (re)written.
+    ``nbgrader_config.py`` is kept; the source notebooks and the keys are (re)written.
     """
+    import os
+    import warnings
+
+    from .keys import keys_path
+
     src, out = Path(lessons), Path(out_dir)
     converted = [(path.stem, *course_notebook(nb, str(path))) for path, nb in read_notebooks(src, "lesson notebooks")]
     out.mkdir(parents=True, exist_ok=True)
     config = out / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG.format(judge_only=judge_only), encoding="utf-8")
+        config.write_text(CONFIG.format(judge_only=judge_only, time_limit=float(time_limit)), encoding="utf-8")
     written = []
     for stem, nb, points in converted:
         folder = out / "source" / stem
@@ -156,4 +174,20 @@ def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = Fa
         target = folder / f"{stem}.ipynb"
         target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append((target, points))
+    source_keys = Path(keys) if keys is not None else keys_path()
+    copy = out / "keys" / "answer_keys.py"
+    if source_keys is not None and source_keys.is_file():
+        copy.parent.mkdir(mode=0o700, exist_ok=True)
+        if source_keys.resolve() != copy.resolve():
+            data = source_keys.read_bytes()
+            with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                f.write(data)   # created readable by its owner only: never a moment readable by others
+        os.chmod(copy, 0o600)
+    else:
+        kept = f" The copy already there ({copy}) is kept, and may be out of date." if copy.is_file() else ""
+        missing = f" ({source_keys} does not exist)" if source_keys else ""
+        warnings.warn(f"no answer keys to copy to {copy}{missing}: the judge needs them to grade the exercises whose "
+                      "checks compare with them (several of the later lessons), which fail without them." + kept
+                      + " Write the course from a checkout of the repository (its instructor/answer_keys.py), or set "
+                      "ASGTEACH_KEYS to the keys file.", UserWarning, stacklevel=2)
     return written

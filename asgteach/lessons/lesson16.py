@@ -13,7 +13,8 @@
   after ``growth_interval`` finite steps in a row). A scaler that never backs off, or that applies
   an overflowing step, is told so.
 
-The lesson imports the two checks only; the ``_private`` references give the answers away: try the
+``RULES[1]`` (the rounding on the bits, with numpy: no other library's bfloat16) is read from the answer's
+source. The lesson imports the two checks only; the ``_private`` helpers give the answers away: try the
 lesson first.
 """
 
@@ -23,10 +24,20 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import rules
-from .exercises import ExerciseError
+from ..grading import rules
+from ..grading.rules import STAND_INS, Rule
+from ..grading.exercises import ExerciseError
+from ..grading.keys import load as load_keys
 
-__all__ = ["bfloat16_check", "scaler_check"]
+__all__ = ["LESSON", "RULES", "bfloat16_check", "scaler_check"]
+
+LESSON = "16-precision-and-loss-scaling"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    1: Rule(why="write the rounding yourself on the bits, with numpy (no bfloat16 type of another library)",
+            imports=STAND_INS | {"asgteach", "struct"}, names=frozenset({"at", "asgteach"})),
+}
 
 _LOW = np.uint32(0xFFFF)
 _HIGH = np.uint32(0xFFFF0000)
@@ -200,8 +211,8 @@ def bfloat16_check(fn: Callable[[np.ndarray], Any], trials: int = 2) -> None:
     Runs ``fn`` on fresh bit patterns of every kind and compares bit for bit; the message names the
     kind of value, the first wrong one with its bits, and a hint for that kind.
     """
-    rules.enforce(fn, rules.rule_for("16-precision-and-loss-scaling", 1), "to_bfloat16")
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    rules.enforce(fn, RULES[1], "to_bfloat16")
+    keys = load_keys()   # the references, loaded only when a check runs
     if not callable(fn):
         raise ExerciseError(f"to_bfloat16 should be a function, got {type(fn).__name__}")
     if isinstance(fn, np.vectorize) or _calls(fn, "bf16_round"):
@@ -323,7 +334,7 @@ def _trace(kinds: list[str], scales: list[float]) -> str:
 def scaler_check(cls: Any) -> None:
     """``cls(init_scale=..., growth_interval=...)`` with ``.scale`` and ``.update(grads) -> bool``, driven on fresh
     sequences of gradient batches and compared, step by step, with the reference policy."""
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    keys = load_keys()   # the references, loaded only when a check runs
     if not isinstance(cls, type) and not callable(cls):
         raise ExerciseError(f"DynamicScaler should be a class, got {type(cls).__name__}")
     rng = np.random.default_rng()

@@ -10,8 +10,8 @@ Everything here is plain numpy, written out by hand (forward, and backward throu
 no code with asgteach's graphs, so it is an independent reference for them. The checks run the
 student's functions on sequences, sizes and parameters of their own (fresh random ones), so a number
 copied from the lesson cannot pass, and a wrong answer is compared with the usual mistakes to say which
-one it looks like. The lesson imports the public functions only; the ``_private`` ones give the answers
-away: try the lesson first.
+one it looks like; ``RULES[2]`` (numpy, by the recursion of section 3) is read from the answer's source. The
+lesson imports the public functions only; the ``_private`` ones give the answers away: try the lesson first.
 """
 
 from __future__ import annotations
@@ -21,11 +21,22 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .checks import check_array
-from . import rules
-from .exercises import ExerciseError
+from ..grading.checks import check_array
+from ..grading import rules
+from ..grading.rules import STAND_INS, Rule
+from ..grading.exercises import ExerciseError
+from ..grading.keys import load as load_keys
 
-__all__ = ["PARAM_NAMES", "random_rnn", "truncation_bias", "truncated_bptt_check", "gradient_horizon_check"]
+__all__ = ["LESSON", "RULES", "PARAM_NAMES", "random_rnn", "truncation_bias", "truncated_bptt_check",
+           "gradient_horizon_check"]
+
+LESSON = "18-rnn-and-backprop-through-time"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    2: Rule(why="measure the norms by the backward recursion of section 3, with numpy",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
+}
 
 #: the parameters of the lesson's RNN, in the order the lesson creates them
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")   # as answer_keys.PARAM_NAMES
@@ -50,7 +61,7 @@ def truncation_bias(params: Mapping[str, np.ndarray], tokens: np.ndarray, target
     Computed with this module's reference (numpy by hand, not the exercise's answer): the
     relative size of what truncated BPTT leaves out.
     """
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    keys = load_keys()   # the references, loaded only when a check runs
     def flat(g: Mapping[str, np.ndarray]) -> np.ndarray:
         return np.concatenate([np.ravel(g[n]) for n in PARAM_NAMES])
 
@@ -113,7 +124,7 @@ def truncated_bptt_check(fn: Callable[..., Any]) -> None:
     k = 1; each at fresh parameters (V = 7 characters, H = 5 hidden units, W_hh at spectral radius 1.2,
     so that what crosses a window boundary is not negligible).
     """
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    keys = load_keys()   # the references, loaded only when a check runs
     rng = np.random.default_rng()
     V, H = 7, 5
     for B, T, k in [(3, 12, 4), (2, 11, 4), (2, 9, 9), (2, 5, 1)]:
@@ -159,8 +170,8 @@ def gradient_horizon_check(fn: Callable[..., Any]) -> None:
 
     W_hh is drawn at spectral radii from 0.5 (fast vanishing) to 2.5 (no vanishing: j is None there).
     """
-    rules.enforce(fn, rules.rule_for("18-rnn-and-backprop-through-time", 2), "gradient_horizon")
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    rules.enforce(fn, RULES[2], "gradient_horizon")
+    keys = load_keys()   # the references, loaded only when a check runs
     rng = np.random.default_rng()
     V, H, B, T = 9, 6, 3, 40
     for rho, threshold in [(0.5, 1e-3), (0.85, 1e-2), (1.0, 1e-3), (2.5, 1e-3)]:

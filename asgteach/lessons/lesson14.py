@@ -16,7 +16,9 @@ Each check runs the student's function on what the lesson never showed:
 * :func:`clipped_training_check` trains a deep net of its own that diverges without clipping, with
   the student's function in the loop, and demands that it trains.
 
-The reference answers are here, so reading this file gives the lesson's exercises away: try them first.
+``RULES[2]`` (a formula: no network, no measurement) and ``RULES[3]`` (numpy, not asgteach's clipping) are
+read from the answers' source. The references are the answer keys' (``instructor/answer_keys.py``), and the
+checks here say what they compare, so reading this file gives the lesson's exercises away: try them first.
 """
 
 from __future__ import annotations
@@ -33,12 +35,26 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from .checks import check_array, without
-from . import rules
-from .exercises import ExerciseError
+from ..grading.checks import check_array, without
+from ..grading import rules
+from ..grading.rules import STAND_INS, Rule
+from ..grading.exercises import ExerciseError
+from ..grading.keys import load as load_keys
 
-__all__ = ["grad_norm_ratio_check", "predicted_factor_check", "clip_by_global_norm_check",
+__all__ = ["LESSON", "RULES", "grad_norm_ratio_check", "predicted_factor_check", "clip_by_global_norm_check",
            "clipped_training_check"]
+
+LESSON = "14-deep-nets-vanishing-and-exploding"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    2: Rule(why="a formula in width, std and slope: no network, no measurement",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "feeds_for", "train"})),
+    3: Rule(why="write the clipping with numpy: a call into asgteach hands the work to asgteach's own clipping "
+                "(clip_grad_norm is what you are rebuilding)",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}),
+            attrs=frozenset({"clip_grad_norm", "clip_grad_norm_"})),
+}
 
 
 @contextmanager
@@ -194,8 +210,8 @@ def measured_factor(width: int, std: float, slope: float, depth: int = 16, batch
 def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float = 0.05) -> None:
     """``fn(width, std, slope)``: the predicted per-layer factor, within ``rtol`` of the factor measured on wide
     nets built here. The student's function runs with the library's matmul switched off (predict, don't measure)."""
-    rules.enforce(fn, rules.rule_for("14-deep-nets-vanishing-and-exploding", 2), "predicted_factor")
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    rules.enforce(fn, RULES[2], "predicted_factor")
+    keys = load_keys()   # the references, loaded only when a check runs
     if not callable(fn):
         raise ExerciseError(f"predicted_factor should be a function, got {type(fn).__name__}")
     this = sys.modules[__name__]
@@ -322,8 +338,8 @@ def _clip_hint(got: Sequence[np.ndarray], grads: Sequence[np.ndarray], max_norm:
 def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
     """``fn(grads, max_norm)`` -> (clipped list, pre-clip global norm), on fresh gradient lists and edge cases,
     with asgteach's own clipping switched off (and refused when the answer holds it under another name)."""
-    rules.enforce(fn, rules.rule_for("14-deep-nets-vanishing-and-exploding", 3), "clip_by_global_norm")
-    from . import answer_keys as keys   # the references, loaded only when a check runs
+    rules.enforce(fn, RULES[3], "clip_by_global_norm")
+    keys = load_keys()   # the references, loaded only when a check runs
     from ..nn import optim
 
     if not callable(fn):

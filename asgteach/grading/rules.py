@@ -4,35 +4,48 @@ A check that runs the student's function can tell a wrong number from a right on
 *how* a right number was made: by the work the exercise asks for, or by a library that does it
 (``ml_dtypes``' bfloat16 cast for "write the rounding yourself", ``graphlib`` for "a
 topological sort without recursion"), or by reaching into the checker (replacing
-``checks_precision.bfloat16_check``, calling a reference it holds). Those are visible in the
+``lesson16.bfloat16_check``, calling a reference it holds). Those are visible in the
 source, so this module reads it:
 
 * :data:`HANDS_OFF` (every answer, in graded mode): no name of a checker module or check
   function, no ``lessons`` attribute (``at.lessons...``), none of the doors into the interpreter
   (``sys``, ``globals()``, ``getattr``, ``eval``/``exec``, ``__dict__``, ``__globals__``,
   frames...), no import of those modules;
-* :data:`RULES` (per exercise, in both modes): the library stand-ins and the constructs the
-  exercise's text forbids ("numpy only", "no asgteach", "without recursion").
+* each exercise's own :class:`Rule` (in both modes): the library stand-ins and the constructs the
+  exercise's text forbids ("numpy only", "no asgteach", "without recursion"). It lives with the
+  lesson, in ``RULES`` of the lesson's module (``asgteach/lessons/lessonNN.py``: ``RULES[n]`` for
+  exercise n); :func:`rule_for` finds that module by walking :mod:`asgteach.lessons` for the one
+  whose ``LESSON`` is the notebook's stem.
 
 :func:`problems` lists what a source breaks (with its line), :func:`enforce` raises the first
-as an :class:`~asgteach.lessons.exercises.ExerciseError`. The judge of a graded course
-(:mod:`asgteach.lessons.judge`) applies both to each answer cell; a check in a student's own
-kernel applies :data:`RULES` to the function it was given (its source, via ``inspect``).
+as an :class:`~asgteach.grading.exercises.ExerciseError`. The judge of a graded course
+(:mod:`asgteach.grading.judge`) applies both to each answer cell; a check in a student's own
+kernel applies its exercise's rule to the function it was given (its source, via ``inspect``).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
+import pkgutil
 from dataclasses import dataclass, field
+from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
 from .exercises import ExerciseError
 
-__all__ = ["Rule", "RULES", "HANDS_OFF", "problems", "enforce", "rule_for"]
+__all__ = ["Rule", "HANDS_OFF", "STAND_INS", "no_asgteach", "problems", "enforce", "rule_for", "lesson_modules",
+           "all_rules"]
 
-#: modules of asgteach.lessons and the names the lessons import from it: an answer never needs them
+#: the checker's modules (asgteach.grading's, the lesson modules lesson00 ... lesson18 and their common helpers,
+#: and the names the checks had before they were one module per lesson) and the names the lessons import from
+#: them: an answer never needs them
 CHECKER_NAMES = frozenset({
+    "lesson00", "lesson01", "lesson01b", "lesson02", "lesson03", "lesson04", "lesson05", "lesson06", "lesson07",
+    "lesson08", "lesson09", "lesson10", "lesson11", "lesson12", "lesson13", "lesson14", "lesson15", "lesson16",
+    "lesson17", "lesson18", "common", "grading", "judge_nbgrader",
     "checks", "lesson_checks", "checks_scratch", "checks_deep", "checks_memory", "checks_precision",
     "checks_custom_op", "checks_rnn", "exercises", "judge", "runner", "rules", "nbcourse", "student", "answer_keys",
     "check", "check_array", "check_equal", "check_function", "check_node_values", "check_tensor", "check_true",
@@ -58,7 +71,7 @@ DOOR_ATTRS = frozenset({
     "__subclasses__", "__bases__", "__base__", "__mro__", "__getattribute__", "__import__", "__loader__",
     "__spec__", "__self__", "__func__", "__wrapped__", "__reduce__", "__reduce_ex__", "__setattr__",
     "__delattr__", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
-    "ag_frame", "lessons", "modules", "_STATUS",
+    "ag_frame", "lessons", "grading", "modules", "_STATUS",
     "attrgetter", "methodcaller", "resolve_name", "locate",
 })
 
@@ -76,73 +89,51 @@ class Rule:
 
 #: a part of the rule every answer meets in a graded course (the judge's)
 HANDS_OFF = Rule(why="an answer works with what the lesson gave it; it does not reach into the checker or the "
-                     "interpreter", imports=DOORS | {"asgteach.lessons"}, names=CHECKER_NAMES | DOOR_NAMES,
-                 attrs=DOOR_ATTRS)
+                     "interpreter", imports=DOORS | {"asgteach.lessons", "asgteach.grading"},
+                 names=CHECKER_NAMES | DOOR_NAMES, attrs=DOOR_ATTRS)
 
-_STAND_INS = frozenset({"torch", "jax", "tensorflow", "autograd", "sympy", "scipy", "numdifftools", "ml_dtypes",
-                        "bfloat16", "mpmath", "networkx", "graphlib", "sklearn"})
+#: libraries that do an exercise's work for it (autodiff, symbolic algebra, another library's bfloat16, a graph
+#: library's topological sort): the usual ``imports`` of an exercise's rule
+STAND_INS = frozenset({"torch", "jax", "tensorflow", "autograd", "sympy", "scipy", "numdifftools", "ml_dtypes",
+                       "bfloat16", "mpmath", "networkx", "graphlib", "sklearn"})
 
 
-def _no_asgteach(why: str) -> Rule:
+def no_asgteach(why: str) -> Rule:
     """The most common rule: write it yourself (numpy or plain Python), neither asgteach nor a library stand-in."""
-    return Rule(why=why, imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}))
+    return Rule(why=why, imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}))
 
 
-#: (lesson stem, exercise) -> the exercise's own rule; the notebook's text states each one
-RULES: dict[tuple[str, int], Rule] = {
-    ("01b-autograd-from-scratch", 1): Rule(
-        why="write the topological sort yourself, with an explicit stack (no recursion, no library)",
-        imports=_STAND_INS, names=frozenset({"topo_order_recursive", "at", "asgteach"})),
-    ("03-chain-rule-and-reverse-mode", 1): Rule(
-        why="numpy only: apply the chain rule node by node (no asgteach, no symbolic or complex-step derivative)",
-        imports=_STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
-    ("01b-autograd-from-scratch", 2): _no_asgteach(
-        "plain Python: the exercise is the _backward closure, and an answer that uses asgteach skips it"),
-    ("01b-autograd-from-scratch", 3): _no_asgteach(
-        "plain Python: the exercise is the power rule, and an answer that uses asgteach skips it"),
-    ("04-broadcasting", 1): _no_asgteach("numpy only: the reduction is the exercise"),
-    ("05-matrix-calculus", 1): _no_asgteach("the two products by hand, in numpy"),
-    ("05-matrix-calculus", 2): _no_asgteach("the two products by hand, in numpy"),
-    ("06-nonlinearities-and-softmax", 1): _no_asgteach("with numpy only (no other library's log_softmax)"),
-    ("06-nonlinearities-and-softmax", 2): _no_asgteach("with numpy only (no other library's gradient)"),
-    ("07-normalisation", 1): _no_asgteach("with numpy only"),
-    ("07-normalisation", 2): _no_asgteach("the formula of section 3, with numpy only"),
-    ("08-training-an-mlp", 1): _no_asgteach("the update in numpy"),
-    ("09-attention-and-a-transformer-block", 1): _no_asgteach("with numpy only"),
-    ("12-convolution-and-pooling", 2): _no_asgteach("with numpy (no other library's convolution gradient)"),
-    ("12-convolution-and-pooling", 3): _no_asgteach(
-        "by hand (no asgteach): the routing of the gradient is the exercise"),
-    ("10-higher-order-and-forward-mode", 4): Rule(
-        why="the formula of section 6, with numpy only: asgteach's jvp, grad and softmax are the work which the "
-            "exercise asks you to write yourself",
-        imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "jvp", "grad", "hvp"})),
-    ("10-higher-order-and-forward-mode", 5): Rule(
-        why="build J t from reverse-mode sweeps (at.grad) only: an answer that calls asgteach.jvp uses forward mode",
-        imports=_STAND_INS, names=frozenset({"jvp"}), attrs=frozenset({"jvp"})),
-    ("14-deep-nets-vanishing-and-exploding", 2): Rule(
-        why="a formula in width, std and slope: no network, no measurement",
-        imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "feeds_for", "train"})),
-    ("14-deep-nets-vanishing-and-exploding", 3): Rule(
-        why="write the clipping with numpy: a call into asgteach hands the work to asgteach's own clipping "
-            "(clip_grad_norm is what you are rebuilding)",
-        imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}),
-        attrs=frozenset({"clip_grad_norm", "clip_grad_norm_"})),
-    ("16-precision-and-loss-scaling", 1): Rule(
-        why="write the rounding yourself on the bits, with numpy (no bfloat16 type of another library)",
-        imports=_STAND_INS | {"asgteach", "struct"}, names=frozenset({"at", "asgteach"})),
-    ("17-your-own-op", 2): Rule(   # numpy's own stable tools (np.logaddexp, np.log1p) are fair game: the point is
-        # a formula that stays finite, in numpy, not another library's loss
-        why="the loss in numpy (another library's loss function is not the exercise)",
-        imports=_STAND_INS, attrs=frozenset({"binary_cross_entropy_with_logits"})),
-    ("18-rnn-and-backprop-through-time", 2): Rule(
-        why="measure the norms by the backward recursion of section 3, with numpy",
-        imports=_STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
-}
+@lru_cache(maxsize=None)
+def lesson_modules() -> dict[str, ModuleType]:
+    """The course's lesson modules by notebook stem: every module of :mod:`asgteach.lessons` that sets ``LESSON``.
+
+    Found by walking the package (:func:`pkgutil.iter_modules`), so a lesson's module is found by being there:
+    no list of them is kept by hand. Two modules claiming one lesson are an error.
+    """
+    from .. import lessons
+
+    found: dict[str, ModuleType] = {}
+    for info in sorted(pkgutil.iter_modules(lessons.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{lessons.__name__}.{info.name}")
+        stem = getattr(module, "LESSON", None)
+        if not isinstance(stem, str):
+            continue
+        if stem in found:
+            raise RuntimeError(f"{found[stem].__name__} and {module.__name__} both say LESSON = {stem!r}")
+        found[stem] = module
+    return found
+
+
+def all_rules() -> dict[tuple[str, int], Rule]:
+    """Every exercise's own rule, keyed by (lesson stem, exercise): the lesson modules' ``RULES`` together."""
+    return {(stem, n): rule for stem, module in lesson_modules().items()
+            for n, rule in getattr(module, "RULES", {}).items()}
 
 
 def rule_for(lesson: str, n: int) -> Rule | None:
-    """Exercise ``n`` of ``lesson`` (its file stem)'s own rule, if it has one."""
-    return RULES.get((lesson, n))
+    """Exercise ``n`` of ``lesson`` (its file stem)'s own rule, if it has one: its lesson module's ``RULES[n]``."""
+    module = lesson_modules().get(lesson)
+    return None if module is None else getattr(module, "RULES", {}).get(n)
 
 
 def _root(node: ast.expr) -> str | None:

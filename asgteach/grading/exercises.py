@@ -37,9 +37,20 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["ExerciseError", "exercise", "check", "status", "is_placeholder", "NOT_DONE", "DONE", "FAILED"]
+__all__ = ["ExerciseError", "exercise", "check", "status", "is_placeholder", "in_judge", "NOT_DONE", "DONE", "FAILED"]
 
 NOT_DONE, DONE, FAILED = "not done", "done", "failed"
+
+#: True in the judge of a graded course (:mod:`asgteach.grading.judge`), where a check's student function is a
+#: handle into the sandbox: a check's runtime watches (what the function calls while it runs) see only the
+#: channel there, so they stand down, and the exercise's rules on the answer's *source* decide instead
+IN_JUDGE = False
+
+
+def in_judge() -> bool:
+    """Is this process the judge of a graded course (the student's code runs elsewhere, in a sandbox)?"""
+    return IN_JUDGE
+
 
 #: exercise number -> NOT_DONE / DONE / FAILED, for the exercises run in this kernel.
 #: One lesson per kernel, so the number alone is the key (re-running a cell overwrites it).

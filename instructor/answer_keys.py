@@ -1,9 +1,10 @@
 """The answer keys: the reference solutions the checks compare with. This file gives the answers away.
 
-Nothing a lesson imports holds these: each check loads this module inside its own body, when it runs
-(``from . import answer_keys``), and a graded run (:mod:`asgteach.lessons.runner`) refuses the
-submitted code any import or read of it, and loads it only in the fork that runs a check. Try the
-exercise first: ``asgteach solution LESSON N`` shows one exercise's solution when you are stuck.
+It is not part of the asgteach package: a student's install has no copy, and a graded submission's sandbox
+has none in its file system. A check loads it inside its own body, when it runs
+(:func:`asgteach.grading.keys.load`): in a checkout from here, in a graded course from the copy that
+``asgteach course DIR`` writes to ``DIR/keys/``, which only the judge reads. Try the exercise first:
+``asgteach solution LESSON N`` (in a checkout) shows one exercise's solution when you are stuck.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def consumers(plan: Any) -> dict[int, list[Any]]:
 
 def fusible_values(plan: Any) -> list[int]:
     """Elementwise step values, not outputs, not folded, read by exactly one elementwise step of the same shape."""
-    from ..ops.registry import spec
+    from asgteach.ops.registry import spec
 
     users = consumers(plan)
     outputs, folded = set(plan.outputs), set(plan.folded)

@@ -20,7 +20,7 @@ calls the function (``check(N)`` reports "not done yet" for it too).
 
 This one marking serves both ways of handing out the lessons: :func:`marking` says which cell
 is the answer of which exercise and which cell checks it, and both this module and
-:mod:`asgteach.lessons.nbcourse` (``asgteach course``: the nbgrader course) read it.
+:mod:`asgteach.grading.nbcourse` (``asgteach course``: the nbgrader course) read it.
 
 Notebooks are read and written as plain JSON (nbformat 4), so the package needs no Jupyter
 library at run time.

@@ -18,7 +18,9 @@ Three shortcuts must fail, each with a message that says why:
   message says what the wrong number looks like;
 * a value written for the lesson's one point: every number is drawn fresh.
 
-The lesson imports the three public checks only; this file gives the answers away: try the lesson first.
+Each exercise's ``RULES[n]`` (no library's topological sort, no recursion, no asgteach) is read from the
+answer's source before it runs. The lesson imports the three public checks only; this file gives the answers
+away: try the lesson first.
 """
 
 from __future__ import annotations
@@ -34,10 +36,21 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from . import rules
-from .exercises import ExerciseError
+from ..grading import rules
+from ..grading.rules import STAND_INS, Rule, no_asgteach
+from ..grading.exercises import ExerciseError
 
-__all__ = ["topo_order_check", "dot_check", "pow_check"]
+__all__ = ["LESSON", "RULES", "topo_order_check", "dot_check", "pow_check"]
+
+LESSON = "01b-autograd-from-scratch"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    1: Rule(why="write the topological sort yourself, with an explicit stack (no recursion, no library)",
+            imports=STAND_INS, names=frozenset({"topo_order_recursive", "at", "asgteach"})),
+    2: no_asgteach("plain Python: the exercise is the _backward closure, and an answer that uses asgteach skips it"),
+    3: no_asgteach("plain Python: the exercise is the power rule, and an answer that uses asgteach skips it"),
+}
 
 #: the asgteach package folder: a call into any file under it, from a student's answer, is the library's help
 _PACKAGE = os.path.realpath(Path(__file__).resolve().parents[1])
@@ -455,7 +468,7 @@ def topo_order_check(topo_order: Callable[[Any], Any], trials: int = 2) -> None:
     Then gradients: fresh random expressions of the check's own Value, ordered by ``topo_order`` and swept
     backwards, against at.grad and central differences.
     """
-    rules.enforce(topo_order, rules.rule_for("01b-autograd-from-scratch", 1), "topo_order")
+    rules.enforce(topo_order, RULES[1], "topo_order")
     if not callable(topo_order):
         raise ExerciseError(f"topo_order should be a function, got {type(topo_order).__name__}")
     rng = _fresh()
@@ -590,7 +603,7 @@ def dot_check(dot: Callable[..., Any], Value: Any, trials: int = 2) -> None:
     other ops, dot inside tanh) built from the student's Value, swept by its backward(), against at.grad and
     central differences. asgteach must not be called while the student's code runs.
     """
-    rules.enforce(dot, rules.rule_for("01b-autograd-from-scratch", 2), "dot")
+    rules.enforce(dot, RULES[2], "dot")
     if not callable(dot):
         raise ExerciseError(f"dot should be a function dot(ws, xs), got {type(dot).__name__}")
     rng = _fresh()
@@ -690,7 +703,7 @@ def pow_check(value_pow: Callable[..., Any], Value: Any, trials: int = 2) -> Non
     expressions (tanh(x**n) * y, (x*y)**n + x, x**n * x**m, (x**n + y*y)**m) swept by the student's
     backward(), against at.grad and central differences. asgteach must not be called while it runs.
     """
-    rules.enforce(value_pow, rules.rule_for("01b-autograd-from-scratch", 3), "value_pow")
+    rules.enforce(value_pow, RULES[3], "value_pow")
     if not callable(value_pow):
         raise ExerciseError(f"value_pow should be a function value_pow(x, n), got {type(value_pow).__name__}")
     rng = _fresh()

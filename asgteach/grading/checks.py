@@ -1,6 +1,6 @@
 """Checks for the exercises: on a wrong answer they say what is wrong and where.
 
-Every check raises :class:`~asgteach.lessons.exercises.ExerciseError` with a message a
+Every check raises :class:`~asgteach.grading.exercises.ExerciseError` with a message a
 student can act on — the shape that was expected, the element that differs most, the node
 whose value is off, the test case a function fails on — and returns quietly (or prints a
 short confirmation) when the answer is right. None of them is a bare ``assert``.

@@ -5,7 +5,8 @@ and asks the student to write it for one segment (exercise 1) and to pick a segm
 memory budget (exercise 2). Each check runs the student's function on MLPs of its own (another
 depth, width, batch, activation and segment than the lesson's), and judges the result from what a
 plan says about it: the values it computes, the kernels it runs, which values they read, and the
-bytes alive at the peak (``plan.liveness``). So this file gives the answers away: try the lesson first.
+bytes alive at the peak (``plan.liveness``); :func:`checkpointed` itself is refused while the answer runs.
+So this file gives the answers away: try the lesson first.
 """
 
 from __future__ import annotations
@@ -16,10 +17,16 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .checks import check_array, without
-from .exercises import ExerciseError
+from ..grading.checks import check_array, without
+from ..grading.exercises import ExerciseError
+from ..grading.rules import Rule
 
-__all__ = ["checkpointed", "recompute_check", "budget_check", "LESSON_MLP"]
+__all__ = ["LESSON", "RULES", "checkpointed", "recompute_check", "budget_check", "LESSON_MLP"]
+
+LESSON = "15-memory-and-checkpointing"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {}   # no source rule: the checks judge the rewrite by what its plan does
 
 #: the lesson's MLP (section 1's ``mlp_step``): exercise 2's check measures models of this size
 LESSON_MLP = {"batch": 256, "width": 16, "activation": "tanh"}
