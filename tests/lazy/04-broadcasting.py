@@ -1,0 +1,74 @@
+"""Lesson 04's students for the graded course (tests/test_course.py): lazy shortcuts, attempts on the
+judge, and honest answers in other styles than the reference's."""
+
+# exercise -> (the answer cell as a lazy student writes it, words the check's message must show)
+LAZY = {
+    2: (('with exercise(2):\n'
+         "    (culprit,) = report.culprits      # section 4's printed culprit\n"
+         '    culprit_id, culprit_input = culprit.node_id, culprit.input_index\n'),
+        'is not the node whose rule is wrong'),
+}
+
+# attempts on the judge itself: each a submission of its own
+MORE = [
+    {
+        1: (('with exercise(1):\n'
+             '    def my_sum_to(g, shape):\n'
+             '        return g\n'
+             '    check_function = print\n'),
+            'may not'),
+        3: (('with exercise(3):\n'
+             '    from asgteach.ops import registry\n'
+             "    fixed_div_vjp = registry.spec('div').vjp\n"),
+            "the library's own backward rule"),
+    },
+]
+
+# honest answers in other styles than the reference: each a submission that must score full marks
+HONEST = [
+    {
+        1: ('with exercise(1):\n'
+             '    def my_sum_to(g, shape):\n'
+             '        g = np.asarray(g)\n'
+             '        while g.ndim > len(shape):\n'
+             '            g = g.sum(axis=0)\n'
+             '        for k, n in enumerate(shape):\n'
+             '            if n == 1 and g.shape[k] != 1:\n'
+             '                g = g.sum(axis=k, keepdims=True)\n'
+             '        return g\n'),
+        2: ('with exercise(2):\n'
+             '    with bugs.mystery(4):\n'
+             '        rep = at.gradcheck(loss_s, [zs, ws], feeds_s)\n'
+             '    culprit_id = rep.culprits[0].node_id\n'
+             '    culprit_input = rep.culprits[0].input_index\n'),
+        3: ('with exercise(3):\n'
+             '    def fixed_div_vjp(c, g):\n'
+             '        a, b = c.inputs\n'
+             '        out = []\n'
+             '        out.append(at.sum_to(g * (1.0 / b), a.shape) if c.needs[0] else None)\n'
+             '        out.append(at.sum_to(at.neg(g * a / (b * b)), b.shape) if c.needs[1] else None)\n'
+             '        return tuple(out)\n'),
+    },
+    {
+        1: ('with exercise(1):\n'
+             '    def my_sum_to(g, shape):\n'
+             '        g = np.asarray(g)\n'
+             '        lead = tuple(range(g.ndim - len(shape)))\n'
+             '        g = g.sum(axis=lead) if lead else g\n'
+             '        axes = tuple(k for k in range(len(shape)) if shape[k] == 1 < g.shape[k])\n'
+             '        return g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)\n'),
+        2: ('with exercise(2):\n'
+             '    with bugs.mystery(4):\n'
+             '        rep = at.gradcheck(loss_s, [zs, ws], feeds_s)\n'
+             '    culprit_id, culprit_input = [(c.node_id, c.input_index) for c in rep.culprits][0]\n'),
+        3: ('with exercise(3):\n'
+             '    def fixed_div_vjp(c, g):\n'
+             '        a, b = c.inputs\n'
+             '        ga = gb = None\n'
+             '        if c.needs[0]:\n'
+             '            ga = at.sum_to(g / b, a.shape)\n'
+             '        if c.needs[1]:\n'
+             '            gb = at.sum_to(-(g * c.out) / b, b.shape)\n'
+             '        return ga, gb\n'),
+    },
+]
