@@ -35,9 +35,10 @@ an autograded test cell scores 0), not a printed line.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Iterator
 
-__all__ = ["ExerciseError", "exercise", "check", "status", "is_placeholder", "in_judge", "NOT_DONE", "DONE", "FAILED"]
+__all__ = ["ExerciseError", "exercise", "check", "status", "is_placeholder", "in_judge", "on_submission_side",
+           "NOT_DONE", "DONE", "FAILED"]
 
 NOT_DONE, DONE, FAILED = "not done", "done", "failed"
 
@@ -50,6 +51,31 @@ IN_JUDGE = False
 def in_judge() -> bool:
     """Is this process the judge of a graded course (the student's code runs elsewhere, in a sandbox)?"""
     return IN_JUDGE
+
+
+#: set by the judge while a check runs: dotted name -> that object of the course's package, in the sandbox
+_SUBMISSION_SIDE: Any = None
+
+
+def on_submission_side(dotted: str) -> Any:
+    """An object of the course's own package (``"asgteach.lessons.lesson01b.scalar_graph"``) where the
+    student's code runs: in practice mode the object itself; in the judge, a handle to the sandbox's copy.
+
+    A check uses it to build what the student's function must take apart (objects it walks with its own
+    attribute reads, which a judge-side object would refuse), then checks the result against what it built,
+    by identity: the handles of one sandbox object are one handle. The sandbox is the student's: what such a
+    helper returns is checked like any answer, never trusted.
+    """
+    if not dotted.startswith("asgteach.lessons."):
+        raise ValueError(f"only objects of the course's package are fetched this way, not {dotted!r}")
+    if IN_JUDGE:
+        if _SUBMISSION_SIDE is None:
+            raise RuntimeError("on_submission_side: no submission is being judged")
+        return _SUBMISSION_SIDE(dotted)
+    import importlib
+
+    module, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
 
 
 #: exercise number -> NOT_DONE / DONE / FAILED, for the exercises run in this kernel.
