@@ -5,14 +5,12 @@ installs nothing: nbgrader comes from the `course` extra, which scripts/setup in
 ./scripts/test and CI run it). It runs, in a course directory written by `asgteach course`:
 
 * `nbgrader generate_assignment` for every lesson;
-* `nbgrader autograde` of the submissions of every lesson, all students of a course in one call:
-  "lazy" (the source with the shortcuts a student could take in place of the work, see LAZY, here or in
-  tests/lazy/<lesson>.py: each of those exercises must score 0, so the lesson gets partial or zero
-  credit) with the course's default config (nbgrader's kernel run, then the judge); in a copy of the
-  course written as `asgteach course --judge-only` writes it: "untouched" (the release as handed out:
-  must score 0), "solved" (the instructor's source: must score the maximum, > 0), "lazy2", "lazy3"...
-  (MORE: attempts on the judge itself, which must score 0 with the judge's reason) and "honest1",
-  "honest2" (HONEST: right answers in other styles, which must score the maximum);
+* `nbgrader autograde` of the submissions of every lesson, all students in one call, with the course's own
+  config (the judge, each submission in its sandbox): "untouched" (the release as handed out: must score 0),
+  "solved" (the instructor's source: must score the maximum, > 0), "lazy" (the shortcuts a student could take
+  in place of the work, tests/lazy/<lesson>.py's LAZY: each of those exercises must score 0, the others full),
+  "lazy2", "lazy3"... (MORE: attempts on the judge itself, which must score 0 with the judge's reason) and
+  "honest1", "honest2" (HONEST: right answers in other styles, which must score the maximum);
 * `nbgrader export` (the CSV must hold those numbers) and `nbgrader generate_feedback` for
   the lazy student (the HTML must show each failing check's message).
 """
@@ -33,7 +31,8 @@ import pytest
 
 from asgteach import cli
 from asgteach.lessons import ExerciseError, check, exercise
-from asgteach.grading.nbcourse import CONFIG, POINTS, course_notebook, write_course
+from asgteach.grading import sandbox
+from asgteach.grading.nbcourse import POINTS, course_notebook, write_course
 from asgteach.grading.student import SolutionMarkerError, marking
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,39 +184,35 @@ def _lazy_notebook(source: dict, answers: dict[int, tuple[str, str]], stem: str)
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
     if shutil.which("nbgrader", path=str(Path(sys.executable).parent)) is None:
         pytest.fail("nbgrader is not installed in this venv: pip install -e '.[course]' (scripts/setup does)")
+    ok, why = sandbox.available()
+    if not ok:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"graded mode's sandbox is missing on this CI machine: {why}")
+        print(f"\n!!! SKIPPED: graded mode's sandbox is missing here: {why}", file=sys.stderr)
+        pytest.skip(why)
     course = tmp_path_factory.mktemp("course")
     assert cli.main(["course", str(course)]) == 0
     _nbgrader(course, "generate_assignment", "*")
-    # "lazy" is graded as the course's default config does (nbgrader's kernel run, then the judge) and its
-    # feedback is read; "untouched", "solved" and the further students (MORE, HONEST) in a copy of the course
-    # whose config leaves the kernel run out (`asgteach course --judge-only`): the judge scores every exercise
-    # either way, and there each notebook runs once (the suite's time: each kernel run costs a few seconds)
-    judged = course.parent / "course-judge-only"
-    shutil.copytree(course, judged)
-    (judged / "nbgrader_config.py").write_text(CONFIG.format(judge_only=True), encoding="utf-8")
+    # every student of every lesson in one course, graded by one `nbgrader autograde` as the course's config does:
+    # each submission runs once, in the judge's sandbox (there is no unsandboxed kernel run to leave out)
     for stem in GRADED:
         release = course / "release" / stem / f"{stem}.ipynb"
         source = _nb(course / "source" / stem / f"{stem}.ipynb")
         more = [(f"lazy{k + 2}", _lazy_notebook(source, answers, stem)) for k, answers in enumerate(MORE.get(stem, []))]
         more += [(f"honest{k + 1}", _lazy_notebook(source, {n: (code, "") for n, code in answers.items()}, stem))
                  for k, answers in enumerate(HONEST.get(stem, []))]
-        for where, student, nb in [(judged, "untouched", _nb(release)), (judged, "solved", source),
-                                   (course, "lazy", _lazy_notebook(source, LAZY[stem], stem)),
-                                   *((judged, s, nb) for s, nb in more)]:
-            folder = where / "submitted" / student / stem
+        for student, nb in [("untouched", _nb(release)), ("solved", source),
+                            ("lazy", _lazy_notebook(source, LAZY[stem], stem)), *more]:
+            folder = course / "submitted" / student / stem
             folder.mkdir(parents=True)
             (folder / f"{stem}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
-    scores = {}
-    for where in (course, judged):
-        if not (where / "submitted").is_dir():
-            continue
-        _nbgrader(where, "autograde", "*", "--create")
-        _nbgrader(where, "export", "--to", "grades.csv")
-        with (where / "grades.csv").open() as f:
-            scores.update({(row["assignment"], row["student_id"]): (float(row["score"]), float(row["max_score"]))
-                           for row in csv.DictReader(f) if (where / "submitted" / row["student_id"]).is_dir()})
+    _nbgrader(course, "autograde", "*", "--create")
+    _nbgrader(course, "export", "--to", "grades.csv")
+    with (course / "grades.csv").open() as f:
+        scores = {(row["assignment"], row["student_id"]): (float(row["score"]), float(row["max_score"]))
+                  for row in csv.DictReader(f) if (course / "submitted" / row["student_id"]).is_dir()}
     _nbgrader(course, "generate_feedback", "*", "--student", "lazy")
-    return {"course": course, "judged": judged, "scores": scores}
+    return {"course": course, "judged": course, "scores": scores}
 
 
 @pytest.mark.slow

@@ -121,7 +121,8 @@ def test_the_judge_passes_the_solution_and_fails_a_switched_off_check() -> None:
     assert all(v.passed for v in judge_notebook(nb, stem).values())
     mark = marking(nb, stem)
     # exercise 1 wrong, with its check replaced from the answer cell through an alias the rules do not name;
-    # exercise 2 wrong, with numpy's comparison replaced at run time
+    # exercise 2 wrong, with numpy's comparison replaced at run time: in the sandbox, where the judge never looks
+    # (the check compares in its own process, with its own numpy)
     nb["cells"][mark.answers[1]]["source"] = (
         "import asgteach as A\nL = A.__dict__\nP, Q = 0.3, -2.0\nwith exercise(1):\n"
         "    def chain_rule_grads(p, q):\n        return 0.0, 0.0\n")
@@ -130,7 +131,7 @@ def test_the_judge_passes_the_solution_and_fails_a_switched_off_check() -> None:
         "'div': None, 'exp': None}\n")
     verdicts = judge_notebook(nb, stem)
     assert not verdicts[1].passed and "__dict__" in verdicts[1].message
-    assert not verdicts[2].passed and "numpy.isclose" in verdicts[2].message
+    assert not verdicts[2].passed and verdicts[2].message.startswith("exercise 2: ")
     assert verdicts[3].passed
     out = apply_verdicts(nb, verdicts)
     check = out["cells"][mark.checks[2]]["outputs"]

@@ -180,6 +180,9 @@ def grad_norm_ratio_check(fn: Callable[[Any, list, dict], Any]) -> None:
 
 #: (width, weight std, negative slope of the leaky ReLU): slope 1 is a linear net, slope 0 a ReLU net
 FACTOR_CASES = ((256, 0.05, 0.0), (128, 0.15, 1.0), (192, 0.1, 0.4), (256, 0.08, 0.25), (160, 0.3, 0.6))
+#: nets no one can build (a width x width weight matrix of 10**12 and more entries): a formula answers, a measurement
+#: cannot (issue 34: "measuring a gradient factor instead of predicting it")
+WIDE_CASES = ((10**6, 1e-3, 0.0), (2**31, 3e-5, 0.3), (10**9, 4e-5, 1.0))
 
 
 @lru_cache(maxsize=None)
@@ -255,6 +258,20 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
             msg += (" Backward, one layer is dL/dh_prev = (dL/dh * phi'(z)) @ W.T: how much does each step multiply "
                     "the squared norm, on average?")
         raise ExerciseError(msg)
+    # A prediction answers where no measurement can: nets far too wide to build. A factor measured on random
+    # nets (in numpy, say) passes the cases above within 5 %, but it cannot give these, and never to 1e-9.
+    for width, std, slope in WIDE_CASES:
+        call = f"predicted_factor({width}, {std:g}, {slope:g})"
+        try:
+            got = _number(_call(fn, call, width, std, slope), call)
+        except ExerciseError as e:
+            raise ExerciseError(f"{e}. A net {width} units wide is too wide to build, but its factor is a formula away: "
+                                "predict it from width, std and slope (no net, no measurement)") from None
+        want = keys.predicted_factor(width, std, slope)
+        if not (np.isfinite(got) and abs(got / want - 1.0) <= 1e-9):
+            raise ExerciseError(f"{call} = {got:.10g}: on a net this wide (too wide to build or measure) the "
+                                f"predicted factor is {want:.10g}. A prediction is exact to round-off, a measurement "
+                                "is not: write the factor as a formula of width, std and slope")
 
 
 # --- exercise 3: clipping by the global norm -----------------------------------------------------------
