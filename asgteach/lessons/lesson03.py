@@ -35,7 +35,19 @@ RULES: dict[int, Rule] = {
     1: Rule(why="numpy only: apply the chain rule node by node (no asgteach, no symbolic or complex-step "
                 "derivative)",
             imports=STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
+    2: Rule(why="each rule is its op's derivative, written out (no asgteach, no complex step, no symbolic "
+                "derivative)",
+            imports=STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
 }
+
+#: op -> its rule's exact contributions for (g, a, b): what exercise 2's rules must give, to round-off
+_EXACT = {
+    "sub": lambda g, a, b: (g, -g),
+    "div": lambda g, a, b: (g / b, -g * a / (b * b)),
+    "exp": lambda g, a, b: (g * np.exp(a),),
+}
+#: (g, a, b) where exercise 2's rules are called directly
+_POINTS = ((1.3, 0.37, -1.9), (-0.6, 12.5, 0.04), (2.0, -7.25, 3.5), (0.9, 30.0, -0.3))
 
 
 def chain_rule_by_hand(fn: Callable[[float, float], tuple[float, float]], trials: int = 5) -> None:
@@ -149,6 +161,7 @@ def more_rules_check(more_rules: Any, trials: int = 3) -> None:
     """
     import asgteach as at
 
+    enforce_rules(more_rules)
     if not isinstance(more_rules, Mapping):
         raise ExerciseError(f"MORE_RULES should be a dict {{op name: rule}}, got {type(more_rules).__name__}")
     missing = [op for op in ("add", "mul", "tanh", "sub", "div", "exp") if op not in more_rules]
@@ -187,3 +200,43 @@ def more_rules_check(more_rules: Any, trials: int = 3) -> None:
                                     "one contribution per input?")
             check_array(mine[nid], want, name=f"the gradient of node #{nid}",
                         where=f"{node.op} '{node.name}', at p={P:.4f}, q={Q:.4f}")
+    _exact_rules(more_rules)
+
+
+def enforce_rules(more_rules: Any) -> None:
+    """Exercise 2's rule, read from the source of each new rule that has one (a lambda, a def)."""
+    if isinstance(more_rules, Mapping):
+        for op in ("sub", "div", "exp"):
+            if op in more_rules and callable(more_rules[op]):
+                try:
+                    enforce(more_rules[op], RULES[2], f"MORE_RULES[{op!r}]")
+                except (TypeError, OSError):
+                    pass          # no source to read here (the judge reads the answer cell instead)
+
+
+def _exact_rules(more_rules: Mapping) -> None:
+    """Each new rule gives its op's derivative to round-off: a finite difference agrees to ~8 digits only."""
+    for op, exact in _EXACT.items():
+        for g, a, b in _POINTS:
+            ins = [np.asarray(a), np.asarray(b)][: 1 if op == "exp" else 2]
+            out = {"sub": a - b, "div": a / b, "exp": np.exp(a)}[op]
+            call = f"MORE_RULES[{op!r}](g={g}, ins={[float(v) for v in ins]}, out={out:.6g})"
+            try:
+                got = more_rules[op](np.asarray(g), ins, np.asarray(out))
+            except NotImplementedError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a rule failing is a finding
+                raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
+            want = exact(g, a, b)
+            try:
+                got = [np.asarray(v, dtype=np.float64) for v in got]
+            except (TypeError, ValueError):
+                raise ExerciseError(f"{call} should give a tuple of {len(want)} numbers, got {got!r:.80}") from None
+            if len(got) != len(want):
+                raise ExerciseError(f"{call} gives {len(got)} contributions; {op} has {len(want)} input(s)")
+            for k, (x, w) in enumerate(zip(got, want)):
+                if x.size != 1 or not np.allclose(x, w, rtol=1e-12, atol=0.0):
+                    raise ExerciseError(
+                        f"{call}: contribution {k} is {np.ravel(x)[:1]}, the derivative gives {float(w):.17g}. A rule "
+                        "is the derivative written out, exact to round-off; a number measured by a finite "
+                        "difference agrees to about 8 digits only")
