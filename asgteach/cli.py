@@ -1,7 +1,7 @@
 """The ``asgteach`` command: start the course, check an install, see a first graph.
 
     asgteach lab      JupyterLab on your exercises (the lessons, solutions cut out; --solutions: the lessons), 127.0.0.1
-    asgteach solution one exercise's solution, for a learner stuck after trying (asgteach solution 03 1)
+    asgteach solution one exercise's solution, for a learner stuck after trying (asgteach solution 03 1; a checkout's)
     asgteach demo     headless: the example graph, a small model trained, a static HTML page of its graph
     asgteach check    gradcheck of every registry op on numpy (float64), parity of every op on wgpu
     asgteach doctor   front-end, versions, Jupyter extensions, GPU adapters, and what to install for what is missing
@@ -11,7 +11,7 @@
 
 Every subcommand is a small function that returns an exit code; ``main`` only parses arguments.
 The work itself lives in modules named for it: :mod:`asgteach.demo`, :mod:`asgteach.opcheck`,
-:mod:`asgteach.doctor`, :mod:`asgteach.course` and :mod:`asgteach.lessons.student`.
+:mod:`asgteach.doctor`, :mod:`asgteach.course` and :mod:`asgteach.grading.student`.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def _exercises_workspace() -> tuple[Path, str]:
     """
     from . import resources
     from .course import copy_lessons, default_copy_target
-    from .lessons.student import make_student_notebook, read_notebooks
+    from .grading.student import make_student_notebook, read_notebooks
 
     source, target = resources.lessons_dir(), default_copy_target()
     if resources.is_checkout() and not os.environ.get("ASGTEACH_LESSONS_DIR", "").strip():
@@ -201,13 +201,16 @@ def _exercises_workspace() -> tuple[Path, str]:
             added.append(path.name)
     copy_lessons(source, target)   # the data files; the notebooks are there now, so none is copied over them
     note = f"{len(added)} lesson(s) written now" if added else "made earlier; your answers are kept"
-    return target, (f"your exercises: the lessons with each solution cut out ({note}). Stuck after trying? "
-                    "`asgteach solution LESSON N` shows one; `asgteach lab --solutions` opens the instructor's")
+    if resources.solutions_dir() is not None:
+        stuck = "`asgteach solution LESSON N` shows one; `asgteach lab --solutions` opens the instructor's"
+    else:   # an installed wheel: its lessons are the student versions, the solutions are in the repository
+        stuck = "a checkout of the course's repository has the solutions (`asgteach solution --help` says how)"
+    return target, f"your exercises: the lessons with each solution cut out ({note}). Stuck after trying? {stuck}"
 
 
 def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
     """Start JupyterLab on the learner's exercises (or, with --solutions, the lessons), listening on 127.0.0.1."""
-    from .course import lessons_workspace
+    from .course import SolutionsNotHere, lessons_workspace
 
     missing = _jupyterlab_missing()
     if missing is not None and not args.copy_only:
@@ -218,7 +221,11 @@ def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
               file=sys.stderr)
         return 1
     try:
-        folder, origin = lessons_workspace(args.dir) if (args.solutions or args.dir) else _exercises_workspace()
+        folder, origin = (lessons_workspace(args.dir, solutions=args.solutions) if (args.solutions or args.dir)
+                          else _exercises_workspace())
+    except SolutionsNotHere as e:   # an installed wheel: the student versions only
+        print(textwrap.fill(f"asgteach lab: {e}", width=100, break_on_hyphens=False), file=sys.stderr)
+        return 1
     except (OSError, ValueError) as e:
         print(f"asgteach lab: {e}", file=sys.stderr)
         return 1
@@ -244,8 +251,8 @@ def cmd_lab(args: argparse.Namespace, jupyter_args: Sequence[str]) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 def cmd_student(args: argparse.Namespace) -> int:
-    """Write the student version of every notebook of SRC_DIR into OUT_DIR (see asgteach.lessons.student)."""
-    from asgteach.lessons.student import SolutionMarkerError, write_student_versions
+    """Write the student version of every notebook of SRC_DIR into OUT_DIR (see asgteach.grading.student)."""
+    from asgteach.grading.student import SolutionMarkerError, write_student_versions
 
     try:
         written = write_student_versions(args.src_dir, args.out_dir)
@@ -266,17 +273,33 @@ def cmd_student(args: argparse.Namespace) -> int:
 def cmd_solution(args: argparse.Namespace) -> int:
     """Print the solution of one exercise of one lesson (for a learner who is stuck after trying)."""
     from . import resources
-    from .lessons.student import cell_source, marking, read_notebooks
+    from .grading.student import BEGIN, SolutionMarkerError, cell_source, marking, read_notebooks
 
-    found = [(p, nb) for p, nb in read_notebooks(Path(args.lessons) if args.lessons else resources.lessons_dir(),
-                                                    "lessons") if p.stem.split("-")[0] == args.lesson
-             or p.stem == args.lesson]
+    source = Path(args.lessons) if args.lessons else resources.solutions_dir()
+    if source is None:
+        print(textwrap.fill(f"asgteach solution: this install has no solutions to show. "
+                            f"{resources.WHERE_SOLUTIONS_ARE}", width=100, break_on_hyphens=False), file=sys.stderr)
+        return 1
+    try:
+        notebooks = read_notebooks(source, "lessons")
+    except (FileNotFoundError, ValueError) as e:
+        print(f"asgteach solution: {e}", file=sys.stderr)
+        return 2
+    found = [(p, nb) for p, nb in notebooks if p.stem.split("-")[0] == args.lesson or p.stem == args.lesson]
     if len(found) != 1:
         print(f"asgteach solution: no single lesson {args.lesson!r} (give its number, e.g. 03 or 01b)",
               file=sys.stderr)
         return 2
     path, nb = found[0]
-    mark = marking(nb, path.name)
+    if not any(BEGIN in cell_source(cell) for cell in nb.get("cells", [])):
+        print(textwrap.fill(f"asgteach solution: {path} is a student version: its solutions are cut out. "
+                            f"{resources.WHERE_SOLUTIONS_ARE}", width=100, break_on_hyphens=False), file=sys.stderr)
+        return 1
+    try:
+        mark = marking(nb, path.name)
+    except SolutionMarkerError as e:
+        print(f"asgteach solution: {e}", file=sys.stderr)
+        return 1
     if args.exercise not in mark.answers:
         print(f"asgteach solution: {path.stem} has exercises 1 to {mark.count}, not {args.exercise}", file=sys.stderr)
         return 2
@@ -291,24 +314,53 @@ def cmd_solution(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 
 def cmd_course(args: argparse.Namespace) -> int:
-    """Write the nbgrader course directory of the lessons into DIR (see asgteach.lessons.nbcourse)."""
-    from . import resources
-    from .lessons.nbcourse import JUDGE_LINE, write_course
-    from .lessons.student import SolutionMarkerError
+    """Write the nbgrader course directory of the lessons into DIR (see asgteach.grading.nbcourse)."""
+    import warnings
 
-    lessons = args.lessons or resources.lessons_dir()
+    from . import resources
+    from .grading.nbcourse import JUDGE_LINE, write_course
+    from .grading.student import SolutionMarkerError
+
+    lessons = Path(args.lessons) if args.lessons else resources.solutions_dir()
+    if lessons is None:
+        print(explain("asgteach course: a course is written from the instructor's lessons (every solution in place), "
+                      "and this install has only their student versions (an installed asgteach carries no "
+                      "solutions and no answer keys).",
+                      "run it in a checkout of the course's repository (git clone <the repository>; ./scripts/setup; "
+                      ".venv/bin/asgteach course DIR), or give the instructor's lessons: asgteach course DIR --lessons "
+                      "CHECKOUT/lessons (then the answer keys: ASGTEACH_KEYS=CHECKOUT/instructor/answer_keys.py)."),
+              file=sys.stderr)
+        return 1
+    if lessons.is_dir() and not resources.holds_solutions(lessons):
+        print(explain(f"asgteach course: the lessons in {lessons} hold no solution (student versions?): a course "
+                      "needs the instructor's, whose solution cells nbgrader cuts itself.",
+                      "give a checkout's lessons/ with --lessons."), file=sys.stderr)
+        return 1
     try:
-        written = write_course(args.dir, lessons, judge_only=args.judge_only)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            written = write_course(args.dir, lessons, time_limit=args.time_limit)
     except (SolutionMarkerError, FileNotFoundError, ValueError) as e:
         print(f"asgteach course: {e}", file=sys.stderr)
         return 1
     for path, points in written:
         print(f"  {path}  ({points} point{'s' if points != 1 else ''})")
+    no_keys = [w for w in caught if issubclass(w.category, UserWarning) and "answer keys" in str(w.message)]
+    for w in caught:
+        if w not in no_keys:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    keys = Path(args.dir) / "keys" / "answer_keys.py"   # where write_course copies them, for the judge
+    if not no_keys:
+        print(f"  {keys}  (the answer keys, for the judge; readable by you only: never hand it out)")
+    for w in no_keys:   # said loudly: grading the exercises that need them will fail
+        bar = "!" * 100
+        text = textwrap.fill(f"asgteach course: WARNING: {w.message}", width=100)
+        print(f"\n{bar}\n{text}\n{bar}\n", file=sys.stderr)
     config = Path(args.dir) / "nbgrader_config.py"
     if JUDGE_LINE not in config.read_text(encoding="utf-8"):
         print(f"asgteach course: {config} is your own and does not load the judge, so autograde would score the "
               f"checks as the student's kernel ran them (which a submission can switch off). Add:\n    {JUDGE_LINE}\n"
-              "and its c.Autograde.autograde_preprocessors line (asgteach.lessons.nbcourse.CONFIG shows both)",
+              "and its c.Autograde.autograde_preprocessors line (asgteach.grading.nbcourse.CONFIG shows both)",
               file=sys.stderr)
     print(f"wrote an nbgrader course of {len(written)} lessons ({sum(p for _, p in written)} points) to {args.dir}; "
           f"next: cd {args.dir} && nbgrader generate_assignment '*' (nbgrader: pip install 'asgteach[course]'; "
@@ -333,6 +385,10 @@ def cmd_link(args: argparse.Namespace) -> int:
             return 2
         repo, found = repo_defaults(resources.package_dir().parent)
         branch = branch or found
+        print("asgteach link: no --repo, so this link pulls the course's own repository, whose lessons/ hold every "
+              "solution and instructor/ the answer keys. For a class, link the student versions: ./scripts/hub "
+              "publishes them in .hub/course and prints their link (deploy/README.md, \"What students get\").",
+              file=sys.stderr)
     try:
         print(nbgitpuller_link(args.hub, repo, branch, lesson=args.lesson, targetpath=args.targetpath, ui=args.ui))
     except ValueError as e:
@@ -363,15 +419,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "~/asgteach-lessons; later runs add new "
                     "lessons and never overwrite your answers. Stuck after trying? `asgteach solution 03 1` prints "
                     "one exercise's solution. --solutions opens the instructor's lessons instead (a checkout's own "
-                    "lessons/, or a copy of the installed ones). The numpy "
+                    "lessons/). An installed asgteach (a pip install, a hub) holds the student versions only, with "
+                    "no solutions and no answer keys: there --solutions and `asgteach solution` say where the "
+                    "solutions are (a checkout of the repository, or your instructor). The numpy "
                     "backend is the default; wgpu runs when a Vulkan adapter exists (a line at start says which). "
                     "Any argument not listed here goes to Jupyter unchanged, e.g. `asgteach lab --port 8899 "
                     "--no-browser`.",
     )
     lab.add_argument("--dir", help="open this folder instead of the lessons")
     lab.add_argument("--solutions", action="store_true",
-                     help="open the instructor's lessons, every solution in place (default: your exercises, the "
-                          "solutions cut out)")
+                     help="open the instructor's lessons, every solution in place (a checkout's; default: your "
+                          "exercises, the solutions cut out)")
     lab.add_argument("--copy-only", action="store_true",
                      help="only make (or update) the copy of the lessons and print its folder; start nothing "
                           "(for a JupyterHub, where the server is already running)")
@@ -424,23 +482,32 @@ def build_parser() -> argparse.ArgumentParser:
     solution = sub.add_parser(
         "solution", help="print one exercise's solution (after trying it), e.g. asgteach solution 03 1",
         description="Print the answer cell of exercise N of a lesson, as the instructor wrote it. For a learner who "
-                    "has tried and is stuck: `asgteach lab` opens the exercises without their solutions.",
+                    "has tried and is stuck: `asgteach lab` opens the exercises without their solutions. The "
+                    "solutions are in a checkout of the course's repository (git clone <the repository>; "
+                    "./scripts/setup; .venv/bin/asgteach solution 03 1); an installed asgteach (a pip install, a hub) "
+                    "holds the student versions only and says so (exit code 1). --lessons reads the instructor's "
+                    "lessons from another folder, e.g. a checkout's lessons/.",
     )
     solution.add_argument("lesson", metavar="LESSON", help="the lesson's number (03, 01b) or file stem")
     solution.add_argument("exercise", metavar="N", type=int, help="the exercise's number in that lesson")
-    solution.add_argument("--lessons", metavar="SRC_DIR", help="the lesson notebooks (default: the course's lessons)")
+    solution.add_argument("--lessons", metavar="SRC_DIR",
+                          help="the instructor's lesson notebooks (default: this checkout's lessons/)")
     course = sub.add_parser(
         "course", help="write the lessons as an nbgrader course directory",
         description="Write DIR/nbgrader_config.py (kept if it exists) and DIR/source/<lesson>/<lesson>.ipynb for "
                     "every lesson, with nbgrader's cell metadata: each exercise's answer is a solution cell, its "
                     "check an autograded test cell (1 point), every other code cell read-only. Then grade with "
-                    "nbgrader's own commands (pip install 'asgteach[course]'); docs/teaching.md walks through them.",
+                    "nbgrader's own commands (pip install 'asgteach[course]'); docs/teaching.md walks through them. "
+                    "The answer keys are copied to DIR/keys/answer_keys.py (readable by you only), where the judge "
+                    "finds them; a loud warning when there are none. Needs the instructor's lessons and keys: run it "
+                    "in a checkout of the repository, or give --lessons (and ASGTEACH_KEYS=PATH/answer_keys.py).",
     )
     course.add_argument("dir", metavar="DIR", help="the course directory to write (created if missing)")
-    course.add_argument("--lessons", metavar="SRC_DIR", help="the lesson notebooks (default: the course's lessons)")
-    course.add_argument("--judge-only", action="store_true",
-                        help="a new course's config leaves nbgrader's kernel run out of autograde: the judge alone "
-                             "runs each submission (faster; the feedback shows the checks' verdicts, no other output)")
+    course.add_argument("--lessons", metavar="SRC_DIR",
+                        help="the instructor's lesson notebooks (default: this checkout's lessons/)")
+    course.add_argument("--time-limit", type=float, default=300.0, metavar="SECONDS",
+                        help="a new course's config: wall seconds the judge gives one submission, all its cells and "
+                             "checks, in its sandbox (default 300; per cell or call 120, in the config)")
     link = sub.add_parser(
         "link", help="print the nbgitpuller link that brings the lessons into each student's home on a JupyterHub",
         description="Print the URL to hand out: it logs the student into the hub, starts their server, clones (the "

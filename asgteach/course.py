@@ -1,7 +1,8 @@
 """Where a student's copy of the lessons lives: a writable folder, filled on first use.
 
-The lessons ship inside the package (``asgteach/lessons/*.ipynb`` in the wheel) or sit in a
-checkout's ``lessons/``. A student edits and saves notebooks, so they must not be opened
+The lessons ship inside the package (``asgteach/lessons/*.ipynb`` in the wheel: their student
+versions, every solution cut out) or sit in a checkout's ``lessons/`` (the instructor's, solutions
+in place). A student edits and saves notebooks, so they must not be opened
 where the package is installed: on a JupyterHub or in a system-wide install that folder is
 read-only (and a ``pip install --upgrade`` would wipe the edits anyway). So ``asgteach lab``
 opens a *copy*:
@@ -12,6 +13,11 @@ opens a *copy*:
    is writable, else ``~/asgteach-lessons``: created on first use by copying the notebooks.
    Later runs copy only lessons that are new (a course update) and never overwrite a file,
    so a student's work survives.
+
+``lessons_workspace(solutions=True)`` (``asgteach lab --solutions``) wants the instructor's lessons:
+a checkout's own ``lessons/`` (its copy, when that folder is read-only, goes to a folder named
+``...-solutions`` beside the usual one, so it never mixes with the exercises). An install without
+them (a wheel) raises :class:`SolutionsNotHere`, whose message says where the solutions are.
 """
 
 from __future__ import annotations
@@ -22,7 +28,11 @@ from pathlib import Path
 
 from . import resources
 
-__all__ = ["lessons_workspace", "default_copy_target", "copy_lessons"]
+__all__ = ["lessons_workspace", "default_copy_target", "copy_lessons", "SolutionsNotHere"]
+
+
+class SolutionsNotHere(FileNotFoundError):
+    """This install holds the student versions of the lessons only; the message says where the solutions are."""
 
 
 def _writable(folder: Path) -> bool:
@@ -57,14 +67,27 @@ def copy_lessons(source: Path, target: Path) -> list[str]:
     return copied
 
 
-def lessons_workspace(requested: str | os.PathLike | None = None) -> tuple[Path, str]:
-    """The folder ``asgteach lab`` opens, and one line saying where it came from."""
+def lessons_workspace(requested: str | os.PathLike | None = None, *,
+                      solutions: bool = False) -> tuple[Path, str]:
+    """The folder ``asgteach lab`` opens, and one line saying where it came from.
+
+    ``solutions``: the instructor's lessons, every solution in place (:class:`SolutionsNotHere` where this
+    install has none); otherwise the lessons this install has (a wheel's are the student versions).
+    """
     if requested:
         return Path(requested).expanduser().resolve(), "the folder you asked for"
-    source = resources.lessons_dir()
+    if solutions:
+        found = resources.solutions_dir()
+        if found is None:
+            raise SolutionsNotHere(f"this install has no solutions to open. {resources.WHERE_SOLUTIONS_ARE}")
+        source = found
+    else:
+        source = resources.lessons_dir()
     if resources.is_checkout() and _writable(source):
         return source, "the lessons of this checkout"
     target = default_copy_target()
+    if solutions:
+        target = target.with_name(target.name + "-solutions")   # never into the exercises' folder
     try:
         copied = copy_lessons(source, target)
     except OSError as e:

@@ -22,11 +22,12 @@ from pathlib import Path
 import pytest
 
 import asgteach as at
+from asgteach import cli
 from asgteach.ops.registry import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 ASGTEACH = str(Path(sys.executable).parent / "asgteach")
-COMMANDS = ("lab", "demo", "check", "doctor", "student", "course", "link")
+COMMANDS = ("lab", "demo", "check", "doctor", "student", "solution", "course", "link")
 OPS = [n for n, s in REGISTRY.items() if not s.leaf]
 
 
@@ -317,6 +318,97 @@ def test_lessons_are_copied_to_a_writable_folder_for_an_installed_read_only_pack
     finally:
         for p in (installed, start):
             p.chmod(0o755)
+
+
+# --- solutions stay with the instructor (issue 34) -----------------------------------------------------
+
+@pytest.fixture
+def student_install(tmp_path: Path, monkeypatch) -> Path:
+    """This process sees what an installed wheel has: the student versions of the lessons only (as hatch_build.py
+    writes them into the wheel), no checkout, no answer keys."""
+    from asgteach import resources
+    from asgteach.grading.student import write_student_versions
+
+    folder = tmp_path / "site" / "asgteach" / "lessons"
+    write_student_versions(ROOT / "lessons", folder)
+    monkeypatch.setattr(resources, "lessons_dir", lambda: folder)
+    monkeypatch.setattr(resources, "is_checkout", lambda: False)
+    monkeypatch.setenv("ASGTEACH_LESSONS_DIR", str(tmp_path / "mine"))
+    monkeypatch.setenv("ASGTEACH_KEYS", str(tmp_path / "no-keys.py"))
+    return folder
+
+
+def _where_solutions_are(text: str) -> bool:
+    text = " ".join(text.split())
+    return "git clone" in text and "./scripts/lab --solutions" in text and "asgteach solution 03 1" in text \
+        and "instructor" in text
+
+
+def test_solution_prints_the_answer_cell_in_a_checkout(capsys) -> None:
+    assert cli.main(["solution", "03", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# 03-chain-rule-and-reverse-mode, exercise 1: the instructor's answer cell")
+    assert "with exercise(1):" in out and "### BEGIN SOLUTION" in out
+
+
+def test_without_the_instructors_lessons_solution_and_lab_say_where_the_solutions_are(student_install: Path,
+                                                                                      tmp_path: Path,
+                                                                                      capsys) -> None:
+    from asgteach import resources
+
+    assert resources.solutions_dir() is None and not resources.holds_solutions(student_install)
+    assert cli.main(["solution", "03", "1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "no solutions" in err and _where_solutions_are(err), err
+    assert cli.main(["lab", "--solutions", "--copy-only"]) == 1
+    out, err = capsys.readouterr()
+    assert "no solutions to open" in err and _where_solutions_are(err), err
+    assert not (tmp_path / "mine-solutions").exists() and not (tmp_path / "mine").exists()
+    # student versions given as the lessons: said as much, nothing printed
+    assert cli.main(["solution", "03", "1", "--lessons", str(student_install)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "is a student version" in err and _where_solutions_are(err), err
+    # the instructor's lessons given by hand (a checkout next to the install): the solution
+    assert cli.main(["solution", "03", "1", "--lessons", str(ROOT / "lessons")]) == 0
+    assert "### BEGIN SOLUTION" in capsys.readouterr().out
+    # the exercises open as everywhere, and say where the solutions are
+    assert cli.main(["lab", "--copy-only"]) == 0
+    out = capsys.readouterr().out
+    assert f"lessons: {tmp_path / 'mine'} (your exercises" in out and "repository has the solutions" in out
+    assert sorted(p.name for p in (tmp_path / "mine").glob("*.ipynb")) == \
+        sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
+
+
+def test_course_needs_the_instructors_lessons(student_install: Path, tmp_path: Path, capsys) -> None:
+    assert cli.main(["course", str(tmp_path / "course")]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "instructor's lessons" in err and "--lessons" in err and "checkout" in err, err
+    assert cli.main(["course", str(tmp_path / "course"), "--lessons", str(student_install)]) == 1
+    assert "hold no solution" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "course").exists()
+
+
+def test_course_copies_the_answer_keys_for_the_judge(tmp_path: Path, monkeypatch, capsys) -> None:
+    from asgteach.grading.keys import keys_path
+
+    monkeypatch.delenv("ASGTEACH_KEYS", raising=False)
+    keys = ROOT / "instructor" / "answer_keys.py"
+    assert keys_path() == keys
+    course = tmp_path / "course"
+    assert cli.main(["course", str(course)]) == 0
+    copy = course / "keys" / "answer_keys.py"
+    assert copy.read_bytes() == keys.read_bytes()
+    assert copy.stat().st_mode & 0o777 == 0o600, "the keys give every answer away: readable by their owner only"
+    assert f"{copy}  (the answer keys" in capsys.readouterr().out
+    # no keys to be found: the course is written all the same, with a loud warning, and the earlier copy stays
+    monkeypatch.setenv("ASGTEACH_KEYS", str(tmp_path / "none.py"))
+    assert cli.main(["course", str(course)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "WARNING: no answer keys to copy" in err and "is kept" in err and "!!!!!" in err, err
+    assert copy.read_bytes() == keys.read_bytes()
+    other = tmp_path / "other"
+    assert cli.main(["course", str(other)]) == 0
+    assert "WARNING: no answer keys" in capsys.readouterr().err and not (other / "keys").exists()
 
 
 # --- at.show and progress bars ---------------------------------------------------------------------

@@ -1,8 +1,10 @@
 """deploy/z2jh/values.yaml: Zero to JupyterHub's values for a class on Kubernetes, checked by structure.
 
 No installable package ships the chart's published values schema (it lives in the Helm chart, fetched by helm),
-so this checks the keys and types the chart reads for what the class needs, and that the image's environment
-(binder/) and the one-machine hub (pyproject's ``hub`` extra) pin the same nbgitpuller.
+so this checks the keys and types the chart reads for what the class needs, that the image's environment
+(deploy/z2jh/image/, binder/'s with asgteach from its wheel) and the one-machine hub (pyproject's ``hub`` extra) pin
+the same nbgitpuller, and that students get the student versions: the image installs the wheel (no solution, no
+answer key: tests/test_packaging.py), never the repository, and they pull a repository of the student versions.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "deploy" / "z2jh" / "values.yaml"
+IMAGE = ROOT / "deploy" / "z2jh" / "image"
 #: top-level keys of the z2jh 4.x chart's values (a typo at the top level is silently ignored by helm)
 CHART_TOP_LEVEL = {"fullnameOverride", "nameOverride", "enabled", "imagePullSecrets", "imagePullSecret", "hub",
                    "proxy", "singleuser", "scheduling", "ingress", "prePuller", "custom", "cull", "debug", "rbac",
@@ -59,7 +62,25 @@ def test_jupyterlab_nbgitpuller_and_image(values):
     assert cmd[0] == "gitpuller" and len(cmd) == 4, cmd
     hub_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["hub"]
     puller = next(r for r in hub_extra if r.startswith("nbgitpuller=="))
-    assert puller in (ROOT / "binder" / "postBuild").read_text(), "the image (binder/) must pin the same nbgitpuller"
+    assert puller in (ROOT / "binder" / "postBuild").read_text(), "binder/ must pin the same nbgitpuller"
+    assert puller in (IMAGE / "postBuild").read_text(), "the class image must pin the same nbgitpuller"
+
+
+def test_the_class_image_installs_the_wheel_not_the_repository(values):
+    """The class image is binder/'s environment with asgteach from its wheel (the student versions of the lessons,
+    no answer keys); binder/ installs the repository itself, solutions and keys included."""
+    for name in ("apt.txt", "runtime.txt", "start"):
+        assert (IMAGE / name).read_text() == (ROOT / "binder" / name).read_text(), f"{name} differs from binder/'s"
+    post = (IMAGE / "postBuild").read_text()
+    assert 'wheels=(asgteach-*.whl)' in post and '"${wheels[0]}[gpu,lab]"' in post
+    assert "-e " not in post and "pip install --no-cache-dir ." not in post, "the image must not install the repo"
+    assert "solutions_dir() is None" in post and "keys_path() is None" in post
+    assert "*.whl" in (IMAGE / ".gitignore").read_text()
+    # what the students pull, at server start and with the link: the student versions, not the course's repository
+    repo = values["singleuser"]["lifecycleHooks"]["postStart"]["exec"]["command"][1]
+    assert repo.endswith("/asgteach-course"), repo
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    assert "--repo https://github.com/<owner>/asgteach-course --branch main" in " ".join(readme.split())
 
 
 def test_culling_and_placeholders(values):

@@ -44,7 +44,8 @@ KEYS_LINE = "def bf16_bits"
 
 DOOR = "_os = np.testing._private.utils.os\n"      # the rules do not know this door: the sandbox must hold
 A_LINE = "A = np.array([-1.0, 0.5, 2.0])\n"    # the answer cell's first line in the lesson
-WRONG_1 = (A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n        da = a * 1.0\n"
+WRONG_1 = (A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n"
+           "        da = a * 1.0\n"
            "    df_value = A\n")
 HONEST_1 = (A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n"
             "        (da,) = at.grad(at.sum(a * at.tanh(a)), [a])\n    df_value = at.run(da, {a: A})\n")
@@ -111,7 +112,8 @@ def _attacks(course: Path, host_marker: Path) -> dict[str, str]:
         #    Python installation, whose packages ship example notebooks of their own: nbgrader's tests)
         "reader": DOOR + (
             "seen = []\nfor here, dirs, files in _os.walk('/'):\n"
-            "    if here.startswith(('/proc', '/sys', '/dev', '/usr')) or 'site-packages' in here or '/.pyenv/' in here:\n"
+            "    if here.startswith(('/proc', '/sys', '/dev', '/usr')) or 'site-packages' in here \\\n"
+            "            or '/.pyenv/' in here:\n"
             "        dirs[:] = []\n        continue\n"
             "    for f in files:\n        if f.endswith('.ipynb'):\n"
             "            seen.append(np.fromfile(_os.path.join(here, f), dtype=np.uint8).tobytes().decode())\n"

@@ -240,7 +240,8 @@ def test_the_sandbox_sees_python_and_asgteach_and_nothing_of_the_course_or_the_c
     assert seen.pop(str(ROOT / "asgteach" / "__init__.py")) is True
     assert not any(seen.values()), seen
     assert " 65534 /tmp/work\n" in text          # nobody, in its private scratch folder
-    assert set(text.split("ROOT ", 1)[1].split()[0].split(",")) <= {"asgteach", "shaders", ".venv"}   # the package and Python
+    listed = set(text.split("ROOT ", 1)[1].split()[0].split(","))
+    assert listed <= {"asgteach", "shaders", ".venv"}     # of the checkout: the package and its Python, nothing else
 
 
 def test_writes_stay_in_the_sandbox_and_no_process_outlives_it(tmp_path: Path) -> None:

@@ -3,11 +3,18 @@
 The wheel is built once per session (offline: no build isolation, hatchling comes from the dev
 extra) and inspected; it is then installed into a private folder and imported from there, to prove
 that the shaders and lessons are found from an *installed* package, not only from this checkout.
+
+A wheel is what a student installs, so it holds the *student versions* of the lessons (hatch_build.py
+cuts every solution out, as `asgteach student` does) and no answer keys: the tests below read every
+file of it for a solution's text or a key's, and run `asgteach solution` and `asgteach lab --solutions`
+from the installed wheel, where they must say where the solutions are instead.
 """
 
 from __future__ import annotations
 
+import ast
 import email
+import json
 import os
 import re
 import socket
@@ -21,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import asgteach
+from asgteach.grading.student import BEGIN, END, cell_source, make_student_notebook, marking
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = asgteach.__version__   # written in one place (tests/test_release.py checks that the wheel agrees)
@@ -46,6 +54,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def wheel_names(wheel: Path) -> set[str]:
     with zipfile.ZipFile(wheel) as z:
         return set(z.namelist())
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel installed (no dependencies: they are this venv's) into a private folder, for PYTHONPATH."""
+    target = tmp_path_factory.mktemp("installed") / "site"
+    proc = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target),
+                 str(wheel)])
+    assert proc.returncode == 0, proc.stderr
+    return target
 
 
 def _dist_info(wheel: Path, name: str) -> str:
@@ -113,22 +131,20 @@ def test_wheel_declares_the_console_script(wheel: Path) -> None:
 # --- the installed wheel finds its data -------------------------------------------------------
 
 @pytest.mark.slow
-def test_installed_wheel_finds_shaders_and_lessons(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    proc = _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(target),
-                 str(wheel)])
-    assert proc.returncode == 0, proc.stderr
+def test_installed_wheel_finds_shaders_and_lessons(installed: Path, tmp_path: Path) -> None:
+    target = installed
     env = {**os.environ, "PYTHONPATH": str(target)}
     probe = ("import asgteach, asgteach.resources as r; "
              "print(asgteach.__file__); print(r.shaders_dir()); print(r.lessons_dir()); print(r.is_checkout()); "
-             "print(sorted(p.name for p in r.shaders_dir().iterdir()))")
+             "print(r.solutions_dir()); print(sorted(p.name for p in r.shaders_dir().iterdir()))")
     proc = _run([sys.executable, "-c", probe], cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
-    module_file, shaders, lessons, checkout, names = proc.stdout.splitlines()
+    module_file, shaders, lessons, checkout, solutions, names = proc.stdout.splitlines()
     assert Path(module_file).is_relative_to(target), f"imported {module_file}, not the installed wheel"
     assert Path(shaders) == target / "asgteach" / "shaders"
     assert Path(lessons) == target / "asgteach" / "lessons"
     assert checkout == "False"
+    assert solutions == "None", "an installed wheel has the student versions only: no solutions to find"
     assert eval(names) == sorted(p.name for p in (ROOT / "shaders").iterdir() if p.is_file())
 
     # and the whole `check` runs from the installed copy
@@ -136,6 +152,104 @@ def test_installed_wheel_finds_shaders_and_lessons(wheel: Path, tmp_path: Path) 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"(installed: {target / 'asgteach'})" in proc.stdout
     assert "OK: asgteach works here" in proc.stdout
+
+
+# --- no solutions and no answer keys in a wheel (issue 34) --------------------------------------------
+
+def _solution_lines() -> dict[str, str]:
+    """The non-trivial lines of every solution block of the instructor's lessons (longer than 25 characters, not a
+    comment) that the lessons do not also show outside a solution block, each with the exercise it answers."""
+    inside: dict[str, str] = {}
+    outside: list[str] = []
+    for path in sorted((ROOT / "lessons").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        answers = {index: n for n, index in marking(nb, path.name).answers.items()}
+        for index, cell in enumerate(nb["cells"]):
+            in_block = False
+            for line in cell_source(cell).splitlines():
+                text = line.strip()
+                if text in (BEGIN, END):
+                    in_block = text == BEGIN
+                elif in_block:
+                    if len(text) > 25 and not text.startswith("#"):
+                        inside.setdefault(text, f"{path.stem}, exercise {answers.get(index)}")
+                else:
+                    outside.append(line)
+    shown = "\n".join(outside)   # what a student reads anyway: the lessons' own code and text
+    return {line: where for line, where in inside.items() if line not in shown}
+
+
+def _key_lines() -> list[str]:
+    """The signature line of every function and class of the answer keys (instructor/answer_keys.py)."""
+    path = ROOT / "instructor" / "answer_keys.py"
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    found = [lines[node.lineno - 1].strip() for node in ast.parse(source).body
+             if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+    assert "def bf16_bits(u: np.ndarray) -> np.ndarray:" in found, found   # the keys are where this test looks
+    return found
+
+
+@pytest.mark.slow
+def test_wheel_holds_the_student_version_of_every_lesson(wheel: Path, wheel_names: set[str]) -> None:
+    lessons = sorted((ROOT / "lessons").glob("*.ipynb"))
+    assert len(lessons) >= 8
+    shipped = sorted(n for n in wheel_names if n.endswith(".ipynb"))
+    assert shipped == [f"asgteach/lessons/{p.name}" for p in lessons], "the wheel's notebooks are not the lessons"
+    with zipfile.ZipFile(wheel) as z:
+        for path in lessons:
+            text = z.read(f"asgteach/lessons/{path.name}").decode("utf-8")
+            assert BEGIN not in text and END not in text, f"{path.name}: the wheel's copy holds a solution marker"
+            expected, count = make_student_notebook(json.loads(path.read_text(encoding="utf-8")), path.name)
+            assert json.loads(text) == expected, f"{path.name}: the wheel's copy is not its student version"
+            nb = json.loads(text)
+            code = "\n".join(cell_source(c) for c in nb["cells"] if c["cell_type"] == "code")
+            assert count >= 2 and code.count('raise NotImplementedError("exercise ') >= count, path.name
+            assert all(c["outputs"] == [] for c in nb["cells"] if c["cell_type"] == "code"), \
+                f"{path.name}: outputs are cleared in a student version (an output can show an answer)"
+
+
+@pytest.mark.slow
+def test_wheel_holds_no_solution_and_no_answer_keys(wheel: Path, wheel_names: set[str]) -> None:
+    solutions, keys = _solution_lines(), _key_lines()
+    assert len(solutions) > 50, f"only {len(solutions)} solution lines found: is the marking read right?"
+    assert not [n for n in wheel_names if Path(n).name.startswith("answer_keys") or n.startswith("instructor/")]
+    leaks = []
+    with zipfile.ZipFile(wheel) as z:
+        for name in sorted(wheel_names):
+            text = z.read(name).decode("utf-8", errors="replace")
+            leaks += [f"{name}: a line of the answer keys: {line!r}" for line in keys if line in text]
+            if name.endswith(".py") and (ROOT / name).is_file():
+                continue   # the library's own modules: code reviewed as such, not something the build wrote
+            leaks += [f"{name}: a line of the solution of {where}: {line!r}" for line, where in solutions.items()
+                      if line in text]
+    assert not leaks, "the wheel gives answers away:\n" + "\n".join(leaks)
+
+
+@pytest.mark.slow
+def test_installed_wheel_says_where_the_solutions_are(installed: Path, tmp_path: Path) -> None:
+    """A learner with only the wheel: `asgteach solution` and `asgteach lab --solutions` show no solution and say
+    where they are (a checkout of the repository); `asgteach lab` opens the student versions;
+    `asgteach course` needs the instructor's lessons."""
+    env = {**os.environ, "PYTHONPATH": str(installed), "ASGTEACH_LESSONS_DIR": str(tmp_path / "mine")}
+    env.pop("ASGTEACH_KEYS", None)
+    for args in (["solution", "03", "1"], ["lab", "--solutions", "--copy-only"]):
+        proc = _run([sys.executable, "-m", "asgteach", *args], cwd=tmp_path, env=env)
+        text = " ".join(proc.stderr.split())
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, (args, proc.stdout, proc.stderr)
+        assert "no solutions" in text and "git clone" in text and "./scripts/lab --solutions" in text, (args, text)
+        assert "asgteach solution 03 1" in text and "instructor" in text, (args, text)
+        assert BEGIN not in proc.stdout and "def chain_rule_grads" not in proc.stdout + proc.stderr
+    assert not (tmp_path / "mine-solutions").exists()
+    proc = _run([sys.executable, "-m", "asgteach", "lab", "--copy-only"], cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    copied = sorted((tmp_path / "mine").glob("*.ipynb"))
+    assert [p.name for p in copied] == sorted(p.name for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert not [p.name for p in copied if BEGIN in p.read_text(encoding="utf-8")]
+    assert "checkout of the course's repository has the solutions" in proc.stdout
+    proc = _run([sys.executable, "-m", "asgteach", "course", str(tmp_path / "course")], cwd=tmp_path, env=env)
+    assert proc.returncode == 1 and "instructor's lessons" in " ".join(proc.stderr.split()), proc.stderr
+    assert not (tmp_path / "course").exists()
 
 
 # --- the asgteach command ---------------------------------------------------------------------

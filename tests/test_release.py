@@ -8,7 +8,10 @@
 * CITATION.cff is Citation File Format 1.2.0; CHANGELOG.md has a section for the current version;
 * every lesson ends with the licence footer, and its links lead to the licence files;
 * ``scripts/release`` builds, checks, installs the wheel into a clean venv and runs it (slow: the end-to-end
-  test runs all of it with ``--check``, which leaves out only the rule that the version's tag is new).
+  test runs all of it with ``--check``, which leaves out only the rule that the version's tag is new);
+* the sdist is the instructors' source release (lessons/ with the solutions, instructor/ with the answer keys,
+  hatch_build.py); the wheel, what students install, holds the student versions and no keys (issue 34;
+  tests/test_packaging.py reads every file of a wheel for a solution's text).
 """
 
 from __future__ import annotations
@@ -179,6 +182,12 @@ def test_wheel_and_sdist_carry_the_version_and_the_licences(tmp_path: Path) -> N
     for name in LICENCE_FILES:
         assert f"asgteach-{VERSION}/{name}" in members, f"the sdist lacks {name}"
     assert pkg_info["Version"] == VERSION and pkg_info["License-Expression"] == EXPRESSION
+    # the instructors' source release: a wheel built from it runs the same hook, cutting the same solutions
+    for name in ("instructor/answer_keys.py", "hatch_build.py", *(f"lessons/{p.name}" for p in LESSONS)):
+        assert f"asgteach-{VERSION}/{name}" in members, f"the sdist lacks {name}"
+    assert not [n for n in names if n.startswith("instructor/") or Path(n).name.startswith("answer_keys")]
+    with zipfile.ZipFile(wheel) as z:
+        assert not [n for n in names if n.endswith(".ipynb") and "### BEGIN SOLUTION" in z.read(n).decode()]
 
 
 def _git(*args: str) -> str:
@@ -187,8 +196,10 @@ def _git(*args: str) -> str:
 
 @pytest.mark.slow
 def test_release_script_builds_installs_and_runs_the_wheel(tmp_path: Path) -> None:
-    """scripts/release --check on HEAD, end to end: build, twine check, a clean venv with the wheel, asgteach check
-    and every lesson of the installed package under nbval. Measured: 104 s on 2 cores (the lessons 52 s of it)."""
+    """scripts/release --check on HEAD, end to end: build, twine check, a clean venv with the wheel, asgteach check,
+    every lesson of the release (solutions in place) on the installed package under nbval, and every student lesson
+    the installed package hands out under nbval-lax, without answer keys. Measured: 104 s on 2 cores before the
+    student run was added (the lessons 52 s of it); the student lessons add about 45 s."""
     head_version = re.search(r'^__version__ = "([^"]+)"$', _git("show", "HEAD:asgteach/__init__.py"), re.M)[1]
     head_lessons = [p for p in _git("ls-tree", "--name-only", "HEAD", "lessons/").split() if p.endswith(".ipynb")]
     code_cells = sum(c["cell_type"] == "code"
@@ -204,9 +215,14 @@ def test_release_script_builds_installs_and_runs_the_wheel(tmp_path: Path) -> No
     assert "PASSED" in out and "License-Expression MIT AND CC-BY-4.0" in out
     assert "OK: asgteach works here" in out and "(installed: " in out
     assert "no scipy in the clean venv" in out   # the wheel installs without scipy (issue 26)
-    # nbval makes one test of each code cell: every cell of every lesson ran from the installed copy
-    assert f"running {len(head_lessons)} lesson(s) of the installed package under nbval" in out
-    assert re.search(rf"^{code_cells} passed in ", out, re.M), f"expected {code_cells} code cells to pass under nbval"
+    assert "lessons in the wheel, as student versions (no solution, no answer keys)" in out   # issue 34
+    # nbval makes one test of each code cell: every cell of every lesson ran on the installed package, once with
+    # the release's solutions (outputs compared), once as the student versions it hands out (every cell runs)
+    assert f"running {len(head_lessons)} lesson(s) of the release (solutions in place) on the installed package" in out
+    assert f"running {len(head_lessons)} student lesson(s) of the installed package (solutions cut, no answer keys)" \
+        in out
+    assert len(re.findall(rf"^{code_cells} passed in ", out, re.M)) == 2, \
+        f"expected {code_cells} code cells to pass under nbval, twice"
     assert sorted(p.name for p in dist.iterdir()) == [f"asgteach-{head_version}-py3-none-any.whl",
                                                      f"asgteach-{head_version}.tar.gz"]
     assert _git("tag") == tags_before, "scripts/release made a tag"

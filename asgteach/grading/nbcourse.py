@@ -138,12 +138,12 @@ def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = PO
     return {**nb, "cells": cells}, points * mark.count
 
 
-def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = False,
-                 keys: str | Path | None = None, time_limit: float = 300.0) -> list[tuple[Path, int]]:
+def write_course(out_dir: str | Path, lessons: str | Path, keys: str | Path | None = None,
+                 time_limit: float = 300.0) -> list[tuple[Path, int]]:
     """Write the nbgrader course of every lesson notebook in ``lessons`` into ``out_dir``.
 
-    ``judge_only`` and ``time_limit`` (seconds for one submission) fill in the config written for a new course
-    (:data:`CONFIG` uses those of its fields it has).
+    ``time_limit`` (wall seconds for one submission, every cell and check in its sandbox) goes into the config
+    written for a new course (an existing config is the instructor's and is kept).
 
     ``keys``: the answer keys file to copy to ``out_dir/keys/answer_keys.py``, where the judge finds it
     (:mod:`asgteach.grading.judge_nbgrader` gives it to the checks that compare with the keys, and to nothing
@@ -166,7 +166,7 @@ def write_course(out_dir: str | Path, lessons: str | Path, judge_only: bool = Fa
     out.mkdir(parents=True, exist_ok=True)
     config = out / "nbgrader_config.py"
     if not config.exists():
-        config.write_text(CONFIG.format(judge_only=judge_only, time_limit=float(time_limit)), encoding="utf-8")
+        config.write_text(CONFIG.format(time_limit=float(time_limit)), encoding="utf-8")
     written = []
     for stem, nb, points in converted:
         folder = out / "source" / stem

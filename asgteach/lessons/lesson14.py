@@ -265,8 +265,8 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
         try:
             got = _number(_call(fn, call, width, std, slope), call)
         except ExerciseError as e:
-            raise ExerciseError(f"{e}. A net {width} units wide is too wide to build, but its factor is a formula away: "
-                                "predict it from width, std and slope (no net, no measurement)") from None
+            raise ExerciseError(f"{e}. A net {width} units wide is too wide to build, but its factor is a formula "
+                                "away: predict it from width, std and slope (no net, no measurement)") from None
         want = keys.predicted_factor(width, std, slope)
         if not (np.isfinite(got) and abs(got / want - 1.0) <= 1e-9):
             raise ExerciseError(f"{call} = {got:.10g}: on a net this wide (too wide to build or measure) the "

@@ -20,8 +20,12 @@ ASGTEACH_HUB_SPAWNER           ``folders`` (default: every student's server runs
                                needs the hub to run as root)
 ASGTEACH_HUB_MEM_LIMIT         per-student memory, e.g. ``2G`` (default); ASGTEACH_HUB_CPU_LIMIT cores (default 1)
 ASGTEACH_HUB_CULL_TIMEOUT      seconds of inactivity before jupyterhub-idle-culler stops a server (default 3600)
-ASGTEACH_HUB_VENV              the single-user environment (default ``<repo>/.venv``: asgteach, JupyterLab 4,
-                               the ipywidgets and anywidget frontend extensions, jupyterhub, nbgitpuller)
+ASGTEACH_HUB_VENV              the students' environment, where their servers and kernels run (default
+                               ``<repo>/.hub/student-venv``, which ``scripts/hub --install-only`` builds: asgteach
+                               from a wheel of this tree - the student versions of the lessons, no answer keys -
+                               and JupyterLab 4, the widget extensions, jupyterhub, nbgitpuller shared from
+                               ``.venv``; deploy/jupyterhub/student_side.py). Never the checkout's ``.venv``: its
+                               editable asgteach finds every solution and the answer keys
 ASGTEACH_HUB_PROXY             the configurable-http-proxy executable (default ``<repo>/.hub/proxy/...``)
 ASGTEACH_HUB_PROXY_TOKEN       set by scripts/hub, which runs the proxy as its own process: the hub then does
                                not start or stop it (``should_start = False``) and talks to it with this token
@@ -45,6 +49,15 @@ can be given before it starts (``preexec_fn``, inherited by the kernels the serv
 Real per-student memory and CPU limits (cgroups) need systemdspawner (a systemd machine, root), DockerSpawner,
 or Kubernetes (``deploy/z2jh/values.yaml``); with ``ASGTEACH_HUB_SPAWNER=system`` each student at least runs
 as their own Unix user, so files are private.
+
+What students get
+-----------------
+The student versions of the lessons only: their environment (ASGTEACH_HUB_VENV) holds asgteach as a wheel holds
+it, and the link (``asgteach link`` as scripts/hub prints it) pulls ``.hub/course``, a repository of the student
+versions. With ``folders`` every server runs as the hub's own Unix user, which can read the whole checkout
+(``lessons/`` with the solutions, ``instructor/`` with the keys, and this state folder): nothing hands a student
+an answer, but one who goes looking with the terminal finds them. ``system`` closes that: scripts/hub then makes
+``lessons/``, ``instructor/``, ``.git/`` and ``build/`` readable by their owner only.
 """
 
 from __future__ import annotations
@@ -75,7 +88,7 @@ def _size(text: str) -> int:
 
 STATE = Path(env("ASGTEACH_HUB_STATE") or ROOT / ".hub" / "state").resolve()
 HOMES = STATE / "homes"
-VENV = Path(env("ASGTEACH_HUB_VENV") or ROOT / ".venv")
+VENV = Path(env("ASGTEACH_HUB_VENV") or ROOT / ".hub" / "student-venv")
 PROXY = env("ASGTEACH_HUB_PROXY") or str(ROOT / ".hub" / "proxy" / "node_modules" / ".bin" / "configurable-http-proxy")
 IP = env("ASGTEACH_HUB_IP", "127.0.0.1")
 PORT = int(env("ASGTEACH_HUB_PORT", "8000"))
@@ -95,6 +108,11 @@ if not (os.access(PROXY, os.X_OK) or shutil.which(PROXY)):
              f"npm install --prefix {ROOT / '.hub' / 'proxy'} configurable-http-proxy@5.3.0   "
              "(or run ./scripts/hub, which does)")
 c.ConfigurableHTTPProxy.command = [PROXY]
+if not os.access(VENV / "bin" / "jupyterhub-singleuser", os.X_OK):
+    sys.exit(f"asgteach hub: the students' environment is missing ({VENV / 'bin' / 'jupyterhub-singleuser'}). "
+             "Build it: ./scripts/hub --install-only (or: .venv/bin/python deploy/jupyterhub/student_side.py env), "
+             "or point ASGTEACH_HUB_VENV at an environment where a wheel of asgteach, jupyterhub and nbgitpuller "
+             "are installed")
 c.ConfigurableHTTPProxy.api_url = f"http://127.0.0.1:{env('ASGTEACH_HUB_PROXY_API_PORT', '8001')}"
 c.ConfigurableHTTPProxy.pid_file = str(STATE / "proxy.pid")
 if env("ASGTEACH_HUB_PROXY_TOKEN"):
@@ -130,7 +148,7 @@ def _need(module: str, package: str) -> None:
         __import__(module)
     except ImportError:
         sys.exit(f"asgteach hub: ASGTEACH_HUB_AUTH={AUTH} needs {package}: "
-                 f"{VENV}/bin/pip install {package}")
+                 f"{Path(sys.executable).parent}/pip install {package}   (into the hub's own environment)")
 
 
 if AUTH == "shared":
