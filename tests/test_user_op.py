@@ -283,12 +283,15 @@ ALLOWED = {
         "the keys of _FAMILIES are WGSL kernel families (files in shaders/), two of which share an op's name",
     ("widgets/inspector.py", ("max", "mean")):
         "min/mean/max are the statistics the inspector prints (keys of widgets.values.stats), not ops",
-    ("lessons/checks_custom_op.py", ("abs", "exp", "log", "max", "pow", "sign", "sqrt", "tanh")):
+    ("lessons/lesson17.py", ("abs", "exp", "log", "max", "pow", "sign", "sqrt", "tanh")):
         "the keys of _WGSL_FUNCTIONS are WGSL's built-in functions (lesson 17's numpy stand-in for a GPU formula), "
         "some of which share an op's name",
-    ("lessons/lesson_checks.py", ("add", "div", "exp", "mul", "sub", "tanh")):
+    ("lessons/lesson03.py", ("add", "div", "exp", "mul", "sub", "tanh")):
         "what lesson 3's exercise 2 asks the student's MORE_RULES to hold (the lesson's RULES plus sub, div and "
         "exp): the exercise's statement, not a list of the registry's ops",
+    ("lessons/lesson03.py", ("div", "exp", "sub")):
+        "lesson 3's exercise 2: the three ops whose rules the student writes, each with its derivative (the "
+        "exercise's statement, not a list of the registry's ops)",
 }
 
 

@@ -40,11 +40,12 @@ RULES: dict[int, Rule] = {
             imports=STAND_INS | {"asgteach", "cmath"}, names=frozenset({"at", "asgteach"}), complex_numbers=True),
 }
 
-#: op -> its rule's exact contributions for (g, a, b): what exercise 2's rules must give, to round-off
+#: op -> (its value at (a, b), its rule's exact contributions for (g, a, b)): what exercise 2's new rules must
+#: give, to round-off (the exercise's statement: the three ops it asks for)
 _EXACT = {
-    "sub": lambda g, a, b: (g, -g),
-    "div": lambda g, a, b: (g / b, -g * a / (b * b)),
-    "exp": lambda g, a, b: (g * np.exp(a),),
+    "sub": (lambda a, b: a - b, lambda g, a, b: (g, -g)),
+    "div": (lambda a, b: a / b, lambda g, a, b: (g / b, -g * a / (b * b))),
+    "exp": (lambda a, b: np.exp(a), lambda g, a, b: (g * np.exp(a),)),
 }
 #: (g, a, b) where exercise 2's rules are called directly
 _POINTS = ((1.3, 0.37, -1.9), (-0.6, 12.5, 0.04), (2.0, -7.25, 3.5), (0.9, 30.0, -0.3))
@@ -206,7 +207,7 @@ def more_rules_check(more_rules: Any, trials: int = 3) -> None:
 def enforce_rules(more_rules: Any) -> None:
     """Exercise 2's rule, read from the source of each new rule that has one (a lambda, a def)."""
     if isinstance(more_rules, Mapping):
-        for op in ("sub", "div", "exp"):
+        for op in _EXACT:
             if op in more_rules and callable(more_rules[op]):
                 try:
                     enforce(more_rules[op], RULES[2], f"MORE_RULES[{op!r}]")
@@ -216,10 +217,10 @@ def enforce_rules(more_rules: Any) -> None:
 
 def _exact_rules(more_rules: Mapping) -> None:
     """Each new rule gives its op's derivative to round-off: a finite difference agrees to ~8 digits only."""
-    for op, exact in _EXACT.items():
+    for op, (value, exact) in _EXACT.items():
         for g, a, b in _POINTS:
-            ins = [np.asarray(a), np.asarray(b)][: 1 if op == "exp" else 2]
-            out = {"sub": a - b, "div": a / b, "exp": np.exp(a)}[op]
+            out = value(a, b)
+            ins = [np.asarray(a), np.asarray(b)][: len(exact(g, a, b))]
             call = f"MORE_RULES[{op!r}](g={g}, ins={[float(v) for v in ins]}, out={out:.6g})"
             try:
                 got = more_rules[op](np.asarray(g), ins, np.asarray(out))
