@@ -32,6 +32,15 @@ from .sandbox import Limits
 __all__ = ["JudgeChecks"]
 
 
+def _course_root(config: Any) -> Path:
+    """The course directory nbgrader works in: ``CourseDirectory.root`` when configured, else the working folder."""
+    try:
+        root = config.CourseDirectory.get("root")
+    except (AttributeError, TypeError):
+        root = None
+    return Path(root) if isinstance(root, str) and root else Path.cwd()
+
+
 class JudgeChecks(NbGraderPreprocessor):
     """Judge every exercise of the notebook in the sandbox; its check cell shows (and scores) the verdict."""
 
@@ -44,7 +53,7 @@ class JudgeChecks(NbGraderPreprocessor):
     def preprocess(self, nb: Any, resources: dict) -> tuple[Any, dict]:
         info = resources.get("nbgrader", {})
         lesson, assignment = info.get("notebook", ""), info.get("assignment", "")
-        course = Path.cwd()
+        course = _course_root(self.config)
         source_path = course / "source" / assignment / f"{lesson}.ipynb"
         source_nb = json.loads(source_path.read_text(encoding="utf-8")) if source_path.is_file() else None
         if source_nb is None:

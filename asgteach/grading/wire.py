@@ -38,8 +38,10 @@ import numpy as np
 
 __all__ = ["WireError", "Codec", "send", "receive", "MAX_MESSAGE", "MAX_DEPTH", "IMPORTABLE", "ARRAY_KINDS"]
 
-#: the longest message either side reads (bytes of JSON): a bigger one is a protocol error
-MAX_MESSAGE = 512 * 1024 * 1024
+#: the longest message either side reads (bytes of JSON): a bigger one is a protocol error. The judge decodes what
+#: the submission sends, so this also bounds the memory a submission can make the judge spend on one answer
+#: (a few times this); the lessons' largest values (a model's parameters, a graph with its constants) are ~1 MiB
+MAX_MESSAGE = 64 * 1024 * 1024
 #: the deepest nesting a decoded value may have
 MAX_DEPTH = 100
 #: numpy dtype kinds that may cross: booleans, integers, floats, complex numbers, text, bytes
