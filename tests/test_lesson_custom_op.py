@@ -51,7 +51,12 @@ HAS_WGPU = "wgpu" in at.available()
 
 @pytest.fixture(autouse=True)
 def _registry_untouched_and_no_gpu_unless_asked(request, monkeypatch):
-    """No op leaks; the checks use the numpy stand-in for WGSL except in the tests named *_on_the_gpu (fast)."""
+    """No op leaks; the checks use the numpy stand-in for WGSL except in the tests named *_on_the_gpu (fast).
+
+    Practice mode: a judge run earlier in this process (tests/test_grading_sandbox.py) leaves IN_JUDGE set."""
+    from asgteach.grading import exercises
+
+    monkeypatch.setattr(exercises, "IN_JUDGE", False)
     if not request.node.name.endswith("_on_the_gpu"):
         monkeypatch.setattr(at.backends, "available", lambda: ["numpy"])   # as on a machine without an adapter
     before = set(REGISTRY)
@@ -196,3 +201,40 @@ def test_katex_short_names_of_relations_are_drawable() -> None:
         elu_check(op, seed=1)
     _fails(elu_check, ELU, "not LaTeX the inspector can draw",
            explain={"en": {**short, "formula": r"y \lessthan x \alpha"}, "ru": _TEXT["ru"]})
+
+
+def test_in_the_judge_the_received_spec_is_checked_in_the_judges_registry(monkeypatch) -> None:
+    """Graded mode: the answer's OpSpec arrives as a new OpSpec built by the judge's class from the submission's
+    fields (its functions: handles into the sandbox, where the student registered the original). The check asks
+    the submission's registry whether it holds those very functions, registers the received spec in this registry
+    while it runs (the backends, autograd and the inspector read it there) and removes it afterwards."""
+    import dataclasses
+
+    from asgteach.grading import exercises
+    from asgteach.grading.keys import KeysMissing
+
+    submission_registry: dict[str, OpSpec] = {}
+    monkeypatch.setattr(exercises, "IN_JUDGE", True)
+    monkeypatch.setattr(exercises, "SUBMISSION_SIDE", lambda dotted: submission_registry.get)
+    sent = OpSpec(**ELU)
+    submission_registry["elu"] = sent
+    received = dataclasses.replace(sent)          # what the wire builds: the same functions, equal data
+    assert "elu" not in REGISTRY
+    elu_check(received, seed=1)
+    assert "elu" not in REGISTRY                  # the autouse fixture checks this too
+    submission_registry["elu"] = OpSpec(**{**ELU, "numpy": lambda x, alpha=1.0: x})   # another op registered
+    with pytest.raises(ExerciseError, match="is not ELU: run your whole answer cell"):
+        elu_check(received, seed=1)
+    del submission_registry["elu"]                # never registered there
+    with pytest.raises(ExerciseError, match="is not ELU: run your whole answer cell"):
+        elu_check(received, seed=1)
+
+    # a kernel reaching for the keys where it runs (the sandbox has none): said for what it is
+    def keys_kernel(x, alpha=1.0):
+        raise KeysMissing("this check compares your answer with the course's answer keys, which ...")
+
+    reaching = OpSpec(**{**ELU, "numpy": keys_kernel})
+    submission_registry["elu"] = reaching
+    with pytest.raises(ExerciseError, match="calls the check's own reference"):
+        elu_check(dataclasses.replace(reaching), seed=1)
+    assert "elu" not in REGISTRY

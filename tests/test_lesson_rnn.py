@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -106,3 +108,23 @@ def test_truncation_bias_is_zero_for_one_window_and_grows_as_windows_shrink() ->
     tokens, targets = rng.integers(0, 6, (2, 12)), rng.integers(0, 6, (2, 12))
     bias = lesson18.truncation_bias(P, tokens, targets, [1, 4, 12])
     assert bias[2] < 1e-12 and bias[0] > bias[1] > bias[2]
+
+
+def test_truncation_bias_needs_no_keys_and_agrees_with_the_reference(monkeypatch) -> None:
+    """The lesson's cell calls it where there are no answer keys (a student's install, a graded sandbox): its one
+    graph cut at the window boundaries gives the truncated gradients of the keys' hand-written numpy."""
+    rng = np.random.default_rng(2)
+    P = lesson18.random_rnn(5, 4, 1.2, rng)
+    tokens, targets = rng.integers(0, 5, (3, 11)), rng.integers(0, 5, (3, 11))
+    keys = load_keys()
+
+    def flat(g):
+        return np.concatenate([np.ravel(g[n]) for n in PARAM_NAMES])
+
+    full = flat(keys.truncated_bptt(P, tokens, targets, 11)[1])
+    want = [np.linalg.norm(flat(keys.truncated_bptt(P, tokens, targets, k)[1]) - full) / np.linalg.norm(full)
+            for k in (1, 3, 4, 11)]
+    monkeypatch.setenv("ASGTEACH_KEYS", "/nonexistent/answer_keys.py")   # as in a student's install
+    monkeypatch.delitem(sys.modules, "asgteach_answer_keys")
+    np.testing.assert_allclose(lesson18.truncation_bias(P, tokens, targets, [1, 3, 4, 11]), want, rtol=1e-9,
+                               atol=1e-12)

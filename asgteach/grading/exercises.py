@@ -53,8 +53,9 @@ def in_judge() -> bool:
     return IN_JUDGE
 
 
-#: set by the judge while a check runs: dotted name -> that object of the course's package, in the sandbox
-_SUBMISSION_SIDE: Any = None
+#: set by the judge while a check runs (and by tests that play the judge): dotted name -> that object of the
+#: course's package, in the sandbox
+SUBMISSION_SIDE: Any = None
 
 
 def on_submission_side(dotted: str) -> Any:
@@ -69,9 +70,9 @@ def on_submission_side(dotted: str) -> Any:
     if not dotted.startswith("asgteach.lessons."):
         raise ValueError(f"only objects of the course's package are fetched this way, not {dotted!r}")
     if IN_JUDGE:
-        if _SUBMISSION_SIDE is None:
+        if SUBMISSION_SIDE is None:
             raise RuntimeError("on_submission_side: no submission is being judged")
-        return _SUBMISSION_SIDE(dotted)
+        return SUBMISSION_SIDE(dotted)
     import importlib
 
     module, _, attr = dotted.rpartition(".")

@@ -313,7 +313,7 @@ def _run_check(n: int, source: str, trusted: dict[str, Any], submission: Submiss
     else:
         exercises._STATUS.pop(n, None)
     ns = CheckNamespace(trusted, submission)
-    exercises._SUBMISSION_SIDE = lambda dotted: submission.ask(submission.limits.request_time, "helper",
+    exercises.SUBMISSION_SIDE = lambda dotted: submission.ask(submission.limits.request_time, "helper",
                                                                name=dotted)
     out = io.StringIO()
     message = None
@@ -349,8 +349,16 @@ def judge_with_outputs(nb: dict[str, Any], lesson: str, source_nb: dict[str, Any
     require()
     from . import exercises as _exercises
 
+    was = _exercises.IN_JUDGE, _exercises.SUBMISSION_SIDE
     _exercises.IN_JUDGE = True            # the checks' runtime watches stand down: the answers run elsewhere
-    limits = limits or Limits()
+    try:
+        return _judge(nb, lesson, source_nb, limits or Limits())
+    finally:
+        _exercises.IN_JUDGE, _exercises.SUBMISSION_SIDE = was
+
+
+def _judge(nb: dict[str, Any], lesson: str, source_nb: dict[str, Any] | None,
+           limits: Limits) -> tuple[dict[int, Verdict], dict[int, dict]]:
     cells = notebook_cells(nb, source_nb)
     exercises = sorted({c["exercise"] for c in cells if c["kind"] == "check"})
     broken = _rule_problems(cells, lesson)

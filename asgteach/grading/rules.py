@@ -64,6 +64,7 @@ DOOR_NAMES = frozenset({
     "globals", "locals", "vars", "eval", "exec", "compile", "__import__", "breakpoint", "open", "getattr",
     "setattr", "delattr", "__builtins__", "__build_class__",
     "attrgetter", "methodcaller", "resolve_name", "locate",   # attributes and modules named by a string
+    "get_field",                                              # string.Formatter().get_field: a path as text
 })
 #: attributes that lead to a function's globals, a frame, a class's insides or the module table
 DOOR_ATTRS = frozenset({
@@ -72,7 +73,7 @@ DOOR_ATTRS = frozenset({
     "__spec__", "__self__", "__func__", "__wrapped__", "__reduce__", "__reduce_ex__", "__setattr__",
     "__delattr__", "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
     "ag_frame", "lessons", "grading", "modules", "_STATUS",
-    "attrgetter", "methodcaller", "resolve_name", "locate",
+    "attrgetter", "methodcaller", "resolve_name", "locate", "get_field",
 })
 
 
@@ -85,6 +86,8 @@ class Rule:
     names: frozenset[str] = field(default_factory=frozenset)     # names read or called
     attrs: frozenset[str] = field(default_factory=frozenset)     # attributes read or called
     complex_numbers: bool = False                                 # 1j literals, complex(), .imag (complex step)
+    strings: frozenset[str] = field(default_factory=frozenset)   # string constants that name what is refused
+                                                                  # (an op looked up by name: apply("softplus", x))
 
 
 #: a part of the rule every answer meets in a graded course (the judge's)
@@ -180,6 +183,8 @@ def problems(source: str, rule: Rule, allow_names: frozenset[str] = frozenset({"
             bad(node, f"uses {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in rule.attrs:
             bad(node, f"uses .{node.attr}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in rule.strings:
+            bad(node, f"names {node.value!r} in a string")
         elif rule.complex_numbers and isinstance(node, ast.Constant) and isinstance(node.value, complex):
             bad(node, f"uses the complex number {node.value!r} (a complex-step derivative is not the chain rule)")
         elif rule.complex_numbers and isinstance(node, ast.Name) and node.id == "complex":

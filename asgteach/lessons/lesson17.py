@@ -20,7 +20,18 @@ with the number written in. So each check here
 overflows, and refuses the library's own ``softplus`` while the student's op runs. Wherever the student's
 code runs (its shape rule, kernel, backward rule), what it runs is watched (:mod:`.calls`): a call into the
 answer keys, or into softplus's kernel however the answer holds it, fails the check. ``RULES[2]`` (the loss
-in numpy, not another library's) is read from the kernel's source.
+in numpy, not another library's, nor the library's softplus by its registry entry) is read from the kernel's source.
+
+In the judge of a graded course (:func:`~asgteach.grading.exercises.in_judge`) the OpSpec a check gets is a new
+one, built by the judge's own class from the submission's fields: its functions (``infer``, ``numpy``, ``vjp``)
+are handles into the sandbox, its data (name, attributes, texts, ``gpu.expr``) plain values. The check asks the
+submission's registry whether it holds those very functions (the student ran the whole answer cell), registers
+the received spec in the judge's registry for the check's length, and runs what it runs in practice mode: the
+shape rule and the kernel are called in the sandbox (what they compute there is the answer), the backward rule
+builds its nodes there on a copy of the judge's graph, which comes back as JSON; the references, gradcheck, the
+WGSL formula on the judge's own wgpu backend and the texts are the judge's. The runtime watches stand down there
+(the student's code runs out of their sight): the answer's source rules (``RULES``, and the judge's hands-off rule
+against the checker and the keys, which the sandbox does not even have) stand in for them.
 
 This file gives the answers away: try the lesson first.
 """
@@ -30,7 +41,8 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -38,7 +50,7 @@ from ..grading.calls import refusing_calls
 from ..grading.checks import check_array, without
 from ..grading import rules
 from ..grading.rules import STAND_INS, Rule
-from ..grading.exercises import ExerciseError
+from ..grading.exercises import ExerciseError, in_judge, on_submission_side
 from ..grading.keys import MODULE as KEYS_MODULE
 from ..grading.keys import load as load_keys
 
@@ -50,8 +62,14 @@ LESSON = "17-your-own-op"
 RULES: dict[int, Rule] = {
     # numpy's own stable tools (np.logaddexp, np.log1p) are fair game: the point is a formula that stays finite,
     # in numpy, not another library's loss
-    2: Rule(why="the loss in numpy (another library's loss function is not the exercise)",
-            imports=STAND_INS, attrs=frozenset({"binary_cross_entropy_with_logits"})),
+    # the library's softplus kernel is that formula already: its ways in (the registry, at.softplus) are refused by
+    # name, as the check switches the op off while the student's op runs (a kernel runs in the sandbox, out of sight)
+    2: Rule(why="the loss in numpy, written out (another library's loss function, or the library's softplus, from "
+                "its registry entry or at.softplus, is not the exercise)",
+            imports=STAND_INS, names=frozenset({"spec", "lookup", "REGISTRY", "patched", "softplus"}),
+            attrs=frozenset({"binary_cross_entropy_with_logits", "softplus", "spec", "lookup", "REGISTRY",
+                             "patched"}),
+            strings=frozenset({"softplus"})),      # apply("softplus", ...): the library's op by its name
 }
 
 _FIELDS = ("headline", "what", "formula", "vjp", "why", "pitfalls")
@@ -63,7 +81,12 @@ _GPU_RTOL, _GPU_ATOL = 2e-5, 2e-5
 # --- small helpers ----------------------------------------------------------------------------------
 
 def _registered(op: Any, name: str, arity: int, what: str) -> Any:
-    """The student's OpSpec, after checking that it is what the registry holds under ``name``."""
+    """The student's OpSpec, after checking that it is what the registry holds under ``name``.
+
+    In practice mode that is this process's registry. In the judge of a graded course ``op`` is a new OpSpec
+    built from the submission's fields (its functions are handles into the sandbox), registered there, in the
+    sandbox's registry: the submission's entry must be made of the same functions and data.
+    """
     from ..ops import REGISTRY, OpSpec
 
     if not isinstance(op, OpSpec):
@@ -74,12 +97,70 @@ def _registered(op: Any, name: str, arity: int, what: str) -> Any:
     for part in ("numpy", "vjp", "infer"):
         if getattr(getattr(op, part), "__module__", None) in (__name__, KEYS_MODULE):
             raise ExerciseError(f"{what}.{part} is this check's own reference: the exercise is to write it")
-    if REGISTRY.get(name) is not op:
+    if in_judge():
+        entry = on_submission_side(f"{__name__}._registry_entry")(name)
+        same = isinstance(entry, OpSpec) and all(getattr(entry, f) is getattr(op, f) for f in _FUNCTIONS) and \
+            all(getattr(entry, f) == getattr(op, f) for f in _DATA)
+    else:
+        same = REGISTRY.get(name) is op
+    if not same:
         raise ExerciseError(f"the op registered as {name!r} is not {what}: run your whole answer cell, which "
                             f"defines {what} and registers it with reregister({what})")
     if op.arity != arity:
         raise ExerciseError(f"{name} takes {arity} tensor input(s), but {what} says arity={op.arity}")
     return op
+
+
+#: an OpSpec's fields that are functions (handles into the sandbox, in the judge) and those that are data
+_FUNCTIONS = ("infer", "numpy", "vjp", "jvp")
+_DATA = ("category", "arity", "attrs", "explain", "gpu", "input_kinds", "out_kind", "diff_inputs",
+         "not_differentiable", "zero_gradient")
+
+
+def _registry_entry(name: str) -> Any:
+    """What this process's registry holds under ``name`` (the judge asks the submission's, through a handle)."""
+    from ..ops import REGISTRY
+
+    return REGISTRY.get(name)
+
+
+@contextmanager
+def _checked_here(op: Any, what: str) -> Iterator[None]:
+    """In the judge, ``op`` (the submission's spec, as received) registered in the judge's own registry while the
+    check runs, so that the judge's graphs, backends, autograd and inspector find it; in practice mode, nothing
+    (the student's cell registered it in this very registry)."""
+    if not in_judge():
+        yield
+        return
+    from ..grading.remote import Remote
+    from ..ops import REGISTRY, register, unregister
+
+    stale = REGISTRY.get(op.name)
+    if stale is not None:            # a spec received for an earlier check of this notebook, never the library's
+        if not isinstance(stale.numpy, Remote):
+            raise _fail(f"{op.name!r} is one of asgteach's own ops: give yours another name")
+        unregister(op.name)
+    try:
+        register(op)
+    except (TypeError, ValueError) as e:
+        raise _fail(f"{what} cannot be registered: {e}") from None
+    try:
+        yield
+    finally:
+        if REGISTRY.get(op.name) is op:
+            unregister(op.name)
+
+
+def _from_submission(e: ExerciseError) -> ExerciseError:
+    """An ExerciseError raised where the student's code ran, as the check reports it.
+
+    In the judge, a kernel or a rule that reached for the answer keys raised the keys' own "missing" error in the
+    sandbox (a submission never has them); it is said for what it is.
+    """
+    if in_judge() and "the course's answer keys" in str(e):
+        return _fail("your op calls the check's own reference (the course's answer keys, which a graded "
+                     "submission never has): the exercise is to write it yourself")
+    return e
 
 
 def _fail(message: str, hint: str = "") -> ExerciseError:
@@ -109,8 +190,10 @@ def _build(name: str, shapes: Sequence[tuple[int, ...]], refuse: Sequence[Any] =
         try:
             with refusing_calls(name, *refuse):
                 y = apply(name, *xs, **attrs)
-        except (NotImplementedError, ExerciseError):
+        except NotImplementedError:
             raise
+        except ExerciseError as e:
+            raise _from_submission(e) from None
         except Exception as e:  # noqa: BLE001 - the student's shape rule failing is a finding
             shown = ", ".join(str(s) for s in shapes)
             raise _fail(f"{name} on input shape(s) {shown}: building the node failed ({_first_line(e)})",
@@ -128,12 +211,12 @@ def _run(outputs: Any, feeds: dict[Any, np.ndarray], backend: str = "numpy", wha
             return run(outputs, feeds, backend=backend, on_nan="ignore")
     except NotImplementedError:
         raise
-    except ExerciseError:
-        raise  # without(...) refusing the library's op
+    except ExerciseError as e:
+        raise _from_submission(e) from None  # without(...) refusing the library's op; the keys, in the judge
     except Exception as e:  # noqa: BLE001 - a kernel that cannot run is a finding
         buried = _buried(e)
         if buried is not None:
-            raise buried from None
+            raise (_from_submission(buried) if isinstance(buried, ExerciseError) else buried) from None
         raise _fail(f"running {what} on the {backend} backend failed: "
                     f"{_first_line(e, 1200, keep_lines=backend != 'numpy')}") from None
 
@@ -364,12 +447,14 @@ def _gradcheck(y: Any, xs: Sequence[Any], feeds: dict[Any, np.ndarray],
     try:
         with refusing_calls("your vjp", *refuse):
             return gradcheck(y, list(xs), feeds, atol=1e-7, rtol=1e-6, progress=False)
-    except (NotImplementedError, ExerciseError):
+    except NotImplementedError:
         raise
+    except ExerciseError as e:
+        raise _from_submission(e) from None
     except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
         buried = _buried(e)
         if buried is not None:
-            raise buried from None
+            raise (_from_submission(buried) if isinstance(buried, ExerciseError) else buried) from None
         raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}",
                     "vjp(c, g) returns a tuple with one Tensor per input, made of graph ops: at.exp, at.where, "
                     "*, + ... on c.inputs, c.out and g (never numpy arrays, which have no graph)") from None
@@ -386,11 +471,17 @@ def elu_check(op: Any, seed: int | None = None) -> None:
     rule on shapes of its own; the numpy kernel against the reference for three alphas (1 and two
     fresh ones); the backward rule by a float64 gradcheck at each of them (right at alpha = 1 only
     is named as such); the explanation in both languages; the WGSL formula on the GPU at the two fresh
-    alphas and 1.0 (a formula with the number written in fails), or the stand-in without one.
+    alphas and 1.0 (a formula with the number written in fails), or the stand-in without one. In the judge, ``op``
+    is the submission's spec as received, registered here for the check's length (see the module's docstring).
     """
+    _registered(op, "elu", 1, "ELU")
+    with _checked_here(op, "ELU"):
+        _elu(op, seed)
+
+
+def _elu(op: Any, seed: int | None) -> None:
     keys = load_keys()   # the references, loaded only when a check runs
     name = "elu"
-    _registered(op, name, 1, "ELU")
     if op.category != "activation":
         raise _fail(f"elu is an activation: category='activation' (got {op.category!r}), which nn.MLP and the "
                     "graph view's colours read")
@@ -481,7 +572,8 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     The numpy kernel in float64 at |z| up to 1000 (where exp(z) overflows), the backward rule by a
     gradcheck at moderate points and against the reference gradient at extreme ones (no NaN from
     inf/inf), the WGSL formula in float32 at |z| up to 300 (where exp(z) overflows float32).
-    The library's softplus is switched off while the student's op runs.
+    The library's softplus is switched off while the student's op runs (in practice mode; in the judge, where the
+    kernel runs in the sandbox, ``RULES[2]`` refuses the ways to it in the answer's source).
     """
     keys = load_keys()   # the references, loaded only when a check runs
     from ..ops import spec
@@ -492,6 +584,12 @@ def bce_check(op: Any, seed: int | None = None) -> None:
     # answer holding it (a default argument, a closure) runs this very function
     library = ((spec("softplus").numpy, "the library's softplus (its numpy kernel)"),)
     _registered(op, name, 2, "BCE")
+    with _checked_here(op, "BCE"):
+        _bce(op, seed, keys, library)
+
+
+def _bce(op: Any, seed: int | None, keys: Any, library: Any) -> None:
+    name = "bce_logits"
     rng = np.random.default_rng(seed)
     why = "the exercise is the stable formula itself, written with numpy (section 5 shows how softplus is made stable)"
     shape = (int(rng.integers(2, 5)), int(rng.integers(3, 7)))
@@ -534,8 +632,10 @@ def bce_check(op: Any, seed: int | None = None) -> None:
         try:
             with y.graph, refusing_calls("bce_vjp", *library):
                 dz, dt = grad(loss, [z, t])
-        except (NotImplementedError, ExerciseError):
+        except NotImplementedError:
             raise
+        except ExerciseError as e:
+            raise _from_submission(e) from None
         except Exception as e:  # noqa: BLE001 - a rule that cannot build is a finding
             raise _fail(f"building the gradient with your vjp failed: {_first_line(e)}") from None
         gz, gt = _run([dz, dt], {z: Ze, t: Te, w: W}, what="your vjp at extreme logits", refuse=library)

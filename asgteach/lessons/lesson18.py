@@ -6,16 +6,19 @@ The lesson's RNN, in row-vector form (a batch of B rows; weights stored (in, out
     logits_t = h_t W_hy + b_y
     L        = sum over t of CE(logits_t, targets[:, t])  (each CE a mean over the batch)
 
-Everything here is plain numpy, written out by hand (forward, and backward through time): it shares
-no code with asgteach's graphs, so it is an independent reference for them. The checks run the
-student's functions on sequences, sizes and parameters of their own (fresh random ones), so a number
-copied from the lesson cannot pass, and a wrong answer is compared with the usual mistakes to say which
-one it looks like; ``RULES[2]`` (numpy, by the recursion of section 3) is read from the answer's source. The
-lesson imports the public functions only; the ``_private`` ones give the answers away: try the lesson first.
+The checks' references (the answer keys) are plain numpy, written out by hand (forward, and backward
+through time): they share no code with asgteach's graphs, so they are an independent reference for them.
+The lesson's demo (:func:`truncation_bias`, run by a cell of the lesson, where there are no keys) uses
+asgteach's graphs, a way of its own. The checks run the student's functions on sequences, sizes and
+parameters of their own (fresh random ones), so a number copied from the lesson cannot pass, and a wrong
+answer is compared with the usual mistakes to say which one it looks like; ``RULES[2]`` (numpy, by the
+recursion of section 3) is read from the answer's source. The lesson imports the public functions only;
+the ``_private`` ones give the answers away: try the lesson first.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Mapping, Sequence
 
@@ -52,22 +55,59 @@ def random_rnn(V: int, H: int, rho: float, rng: np.random.Generator) -> dict[str
             "b_y": rng.standard_normal(V) * 0.1}
 
 
-# --- the reference: forward and backward through time, by hand ------------------------------------------
+# --- the lesson's demo: how far the truncated gradient is from the full one ----------------------------------
 
 def truncation_bias(params: Mapping[str, np.ndarray], tokens: np.ndarray, targets: np.ndarray,
                     ks: Sequence[int]) -> list[float]:
     """For each window length k: |truncated gradient - full gradient| / |full gradient| (all parameters).
 
-    Computed with this module's reference (numpy by hand, not the exercise's answer): the
-    relative size of what truncated BPTT leaves out.
+    The lesson's own cell calls it, so it needs no answer keys (a student's install has none): it computes with
+    asgteach's graphs, another way than exercise 1's one graph per window. ONE graph of all T steps in which the
+    hidden state enters each window (after the first) as an input of the graph, fed with its value: the forward
+    computation is the full one, and no path of the graph crosses a window boundary, so its gradient is the
+    truncated one. k = T (no boundary) gives the full gradient.
     """
-    keys = load_keys()   # the references, loaded only when a check runs
-    def flat(g: Mapping[str, np.ndarray]) -> np.ndarray:
-        return np.concatenate([np.ravel(g[n]) for n in PARAM_NAMES])
+    params = {n: np.asarray(params[n], dtype=np.float64) for n in PARAM_NAMES}
+    tokens, targets = np.asarray(tokens), np.asarray(targets)
+    B, T = tokens.shape
+    V, H = params["W_xh"].shape
+    h, states = np.zeros((B, H)), []          # the forward states: the same whatever the windows
+    for t in range(T):
+        h = np.tanh(params["W_xh"][tokens[:, t]] + h @ params["W_hh"] + params["b_h"])
+        states.append(h)
 
-    full = flat(keys.truncated_bptt(params, tokens, targets, tokens.shape[1])[1])
-    return [float(np.linalg.norm(flat(keys.truncated_bptt(params, tokens, targets, k)[1]) - full)
-                  / np.linalg.norm(full)) for k in ks]
+    def gradient(k: int) -> np.ndarray:
+        import asgteach as at
+
+        net = _cut_rnn(B, T, V, H, tuple(range(k, T, k)))
+        feeds = {net["tokens"]: tokens, net["targets"]: targets,
+                 **{net["params"][n]: params[n] for n in PARAM_NAMES},
+                 **{h_in: (np.zeros((B, H)) if t == 0 else states[t - 1]) for t, h_in in net["starts"].items()}}
+        return np.concatenate([np.ravel(g) for g in at.run(net["grads"], feeds)])
+
+    full = gradient(T)
+    return [float(np.linalg.norm(gradient(min(int(k), T)) - full) / np.linalg.norm(full)) for k in ks]
+
+
+@functools.lru_cache(maxsize=16)
+def _cut_rnn(B: int, T: int, V: int, H: int, cuts: tuple[int, ...]) -> dict[str, Any]:
+    """The lesson's RNN over T steps as one graph, the hidden state an input (a value) at step 0 and at ``cuts``."""
+    import asgteach as at
+
+    with at.Graph(name=f"rnn T={T}, cut at {list(cuts)}"):
+        tokens = at.input("tokens", (B, T), dtype="int")
+        targets = at.input("targets", (B, T), dtype="int")
+        P = {"W_xh": at.parameter("W_xh", (V, H)), "W_hh": at.parameter("W_hh", (H, H)),
+             "b_h": at.parameter("b_h", (H,)), "W_hy": at.parameter("W_hy", (H, V)), "b_y": at.parameter("b_y", (V,))}
+        starts, loss = {}, None
+        for t in range(T):
+            if t == 0 or t in cuts:
+                h = starts[t] = at.input(f"h_in{t}", (B, H))     # the state carried into this window, as a value
+            h = at.tanh(at.embedding(tokens[:, t], P["W_xh"]) + h @ P["W_hh"] + P["b_h"])
+            ce = at.nn.cross_entropy(h @ P["W_hy"] + P["b_y"], targets[:, t])
+            loss = ce if loss is None else loss + ce
+        grads = at.grad(loss, [P[n] for n in PARAM_NAMES])
+    return {"tokens": tokens, "targets": targets, "params": P, "starts": starts, "grads": grads}
 
 
 # --- exercise 1: truncated BPTT ---------------------------------------------------------------------------

@@ -44,21 +44,42 @@ _BCE_OP = ('    BCE = OpSpec(name="bce_logits", category="loss", arity=2, infer=
            "    reregister(BCE)\n")
 
 # more attempts on the judge: the library's softplus kernel held in a default argument (the check switches the
-# op off in the registry while the op runs; the kernel itself is the same function), and the check's reference
-# for elu reached by an attribute path that a format string follows, built when the kernel runs
+# op off in the registry while the op runs; the kernel itself is the same function: RULES[2] refuses the ways to it
+# by name), and the check's reference for elu reached by an attribute path that a format string follows, built when
+# the kernel runs (at.grading.keys.load(): a graded submission's sandbox has no keys, so it fails there)
 MORE.append({
     1: ("import string\n\nwith exercise(1):\n    ELU = OpSpec(\n"
         "        name='elu', category='activation', arity=1, attrs={'alpha': 1.0},\n"
         "        infer=lambda shape, **attrs: shape,\n"
-        "        numpy=lambda x, alpha=1.0: string.Formatter().get_field('0.less' + 'ons.answer_keys.elu', [at],"
-        " {})[0](x, alpha),\n"
+        "        numpy=lambda x, alpha=1.0: string.Formatter().get_field('0.grad' + 'ing.keys.load', [at],"
+        " {})[0]().elu(x, alpha),\n"
         "        vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * (c.out + c.attrs['alpha'])),),\n"
         "        gpu=GPU(expr='select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)'),\n"
-        "    )\n    reregister(ELU)\n", "the check's own reference"),
+        "    )\n    reregister(ELU)\n", "get_field"),     # the hands-off rule names that door now
     2: ("with exercise(2):\n    def bce_numpy(z, t, _softplus=spec('softplus').numpy):\n"
         "        return _softplus(z, beta=1.0) - z * t\n\n"
         "    def bce_vjp(c, g):\n        z, t = c.inputs\n        return g * (at.sigmoid(z) - t), -g * z\n\n"
         '    BCE_WGSL = "max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))"\n' + _BCE_OP, "softplus"),
+})
+
+# graded mode: the judge gets the answer's OpSpec as data (its functions: handles into the sandbox) and checks it
+# in its own registry, so it asks the submission's registry whether the op the notebook uses is that one: here a
+# right ELU is handed to the check while a sloppy op is what the notebook registered as elu. And the library's
+# softplus reached by name in the kernel (at.softplus on a graph of its own, run there): RULES[2] reads it
+MORE.append({
+    1: ("import dataclasses\n\nwith exercise(1):\n    ELU = OpSpec(\n"
+        "        name='elu', category='activation', arity=1, attrs={'alpha': 1.0},\n"
+        "        infer=lambda shape, **attrs: shape,\n"
+        "        numpy=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0))),\n"
+        "        vjp=lambda c, g: (at.where(c.inputs[0] > 0, g, g * (c.out + c.attrs['alpha'])),),\n"
+        "        gpu=GPU(expr='select(alpha * (exp(min(x, 0.0)) - 1.0), x, x > 0.0)'),\n"
+        "    )\n    reregister(dataclasses.replace(ELU, numpy=lambda x, alpha=1.0: np.maximum(x, 0.0)))\n",
+        "is not ELU: run your whole answer cell"),
+    2: ("with exercise(2):\n    def bce_numpy(z, t):\n        with at.Graph():\n"
+        "            zi = at.input('z', np.shape(z))\n            y = at.softplus(zi)\n"
+        "        return at.run(y, {zi: z}) - z * t\n\n"
+        "    def bce_vjp(c, g):\n        z, t = c.inputs\n        return g * (at.sigmoid(z) - t), -g * z\n\n"
+        '    BCE_WGSL = "max(a, 0.0) - a * b + f_log1p(exp(-abs(a)))"\n' + _BCE_OP, "the library's softplus"),
 })
 
 # honest answers in other styles than the reference: each list entry a submission that must score full marks
