@@ -9,6 +9,7 @@ import pytest
 
 import asgteach as at
 from asgteach.lessons import ExerciseError, lesson15
+from asgteach.grading.rules import problems
 from asgteach.lessons.lesson15 import budget_check, checkpointed, recompute_check
 
 
@@ -109,6 +110,22 @@ def test_the_reference_borrowed_by_name_is_refused() -> None:
     for fn in (lazy, checkpointed):
         with pytest.raises(ExerciseError, match="hands the work"):
             recompute_check(fn)
+
+
+def test_the_notebooks_checkpoint_every_is_refused_by_the_exercises_rule() -> None:
+    """Section 5's checkpoint_every calls checkpointed: handed one segment it is the reference's rewrite. The rule
+    (read from the source, as the judge of a graded course reads the answer cell) refuses it by name."""
+    def checkpoint_every(outputs, layers, k):      # the notebook's, as section 5 writes it
+        segments = [[nid for layer in layers[i:i + k] for nid in layer][:-1] for i in range(0, len(layers), k)]
+        return checkpointed(outputs, segments)
+
+    def lazy(outputs, segment):
+        return checkpoint_every(outputs, [list(segment) + [-1]], 1)
+
+    with pytest.raises(ExerciseError, match="checkpointed, which the exercise asks you to write"):
+        recompute_check(lazy)
+    assert problems("every = checkpoint_every\n", lesson15.RULES[1])
+    assert problems("y = lesson15.checkpointed(o, [s])\n", lesson15.RULES[1])
 
 
 def test_the_stub_of_an_unfinished_exercise_passes_through() -> None:

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, Callable
 
 from .wire import IMPORTABLE, Codec, WireError, receive, send
 
-__all__ = ["Endpoint", "Remote", "RemoteError", "ProtocolError", "PASSED_THROUGH"]
+__all__ = ["Endpoint", "Remote", "RemoteError", "ProtocolError", "PASSED_THROUGH", "claimed_type"]
 
 #: exception types that arrive as themselves (by name), so checks can tell a stub or a missing name
 PASSED_THROUGH = ("NotImplementedError", "NameError", "TypeError", "ValueError", "IndexError", "KeyError",
@@ -95,6 +95,15 @@ class Remote:
         return f"<{self._type} (in the submission's process)>"
 
     __hash__ = object.__hash__
+
+
+def claimed_type(obj: Any) -> str:
+    """The dotted name of ``obj``'s class. For a :class:`Remote`, the name the other side sent with it: in the
+    judge, the submission's word about its own object (a claim, not a finding: a class can be given any name)."""
+    if isinstance(obj, Remote):
+        return obj._type
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
 
 
 class Endpoint:

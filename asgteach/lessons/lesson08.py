@@ -1,30 +1,53 @@
 """Lesson 8's checks (training an MLP): the accuracy is measured by the check, not read from the student.
 
-* Exercises 1 and 2, ``my_adam_step`` and ``warmup_cosine``: checked in the notebook against asgteach's own
-  optimizer and schedule, which are switched off (``without``) while the student's function runs;
-  ``RULES[1]`` keeps the update in numpy.
-* Exercise 3, a trained model: :func:`trained_accuracy` recomputes the test accuracy in numpy from the
-  trainer's own parameters, so no number the student typed (``my_accuracy``) enters it; the notebook's
-  check then compares the two.
+* Exercise 1, ``my_adam_step``: checked in the notebook against asgteach's own optimizer, which is switched off
+  (``without``) while the student's function runs; ``RULES[1]`` keeps the update in numpy.
+* Exercise 2, ``warmup_cosine``: :func:`warmup_cosine_check` compares it with asgteach's schedules, switched off
+  while it runs (practice mode); ``RULES[2]`` (no asgteach, nor section 3's ``schedules`` or its loop variable
+  ``sched``, which hold the very schedule) is read from its source, in both modes: in graded mode the function runs
+  in the sandbox, where switching the judge's library off does nothing.
+* Exercise 3, a trained model: :func:`sgd_check`. The accuracy is the check's own measurement
+  (:func:`trained_accuracy`, in numpy, from the trainer's parameters, on the check's own test split), so no
+  number the student typed (``my_accuracy``) and no test set the submission holds enters it. What the trainer
+  says about itself (its class, its optimizer's class and hyperparameters, its loss history) is read from it: in
+  graded mode through the judge's handle, as the submission's account of itself. That account tells an Adam
+  trainer, or one that started from trained weights, from an SGD one trained from scratch; it is not a proof
+  (a submission that forges a class and a history is forging, and reads so).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from functools import lru_cache
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ..grading.checks import check_function, without
 from ..grading.exercises import ExerciseError
-from ..grading.rules import Rule, no_asgteach
+from ..grading.remote import Remote, claimed_type
+from ..grading.rules import STAND_INS, Rule, enforce, no_asgteach
 
-__all__ = ["LESSON", "RULES", "trained_accuracy"]
+__all__ = ["LESSON", "RULES", "trained_accuracy", "warmup_cosine_check", "sgd_check", "DIGITS_PARAMS", "MAX_EPOCHS"]
 
 LESSON = "08-training-an-mlp"
 
 #: exercise -> what its answer may not use (the notebook's text states each one)
 RULES: dict[int, Rule] = {
     1: no_asgteach("the update in numpy"),
+    2: Rule(why="compute the schedule yourself: not with asgteach's schedules (no at, no asgteach), nor with "
+                "section 3's `schedules` (or `sched`, its loop variable), which hold them",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "schedules", "sched"})),
 }
+
+#: the parameters of section 5's digits_model() (an MLP 64-64-10) and their shapes
+DIGITS_PARAMS = {"mlp.0.weight": (64, 64), "mlp.0.bias": (64,), "mlp.1.weight": (64, 10), "mlp.1.bias": (10,)}
+#: exercise 3's limit on the training
+MAX_EPOCHS = 30
+#: an untrained digits_model() starts near ln 10 = 2.30 (2.3 to 2.8 with the library's initial weights); a trained
+#: one is below 0.3. A history whose first loss is below this started from trained weights.
+UNTRAINED_LOSS = 1.0
 
 
 def trained_accuracy(trainer: Any, x_test: np.ndarray, y_test: np.ndarray) -> float:
@@ -42,3 +65,119 @@ def trained_accuracy(trainer: Any, x_test: np.ndarray, y_test: np.ndarray) -> fl
     hidden = np.maximum(np.asarray(x_test, dtype=np.float64) @ w0 + b0, 0.0)
     predicted = np.argmax(hidden @ w1 + b1, axis=-1)
     return float(np.mean(predicted == np.asarray(y_test)))
+
+
+# --- exercise 2 ------------------------------------------------------------------------------------
+
+def warmup_cosine_check(fn: Callable[[float, int], float]) -> None:
+    """``fn(base_lr, step)``: 10 steps of linear warmup, then half a cosine to 0 over 90 steps, then 0.
+
+    Compared with ``LinearWarmup(10, CosineAnnealingLR(90))`` at steps on both sides of each turn, for three base
+    rates. The exercise's rule (no asgteach, nor the lesson's own schedules) is read from ``fn``'s source; in
+    practice mode the schedules are also switched off while ``fn`` runs.
+    """
+    import asgteach as at
+
+    enforce(fn, RULES[2], "warmup_cosine")
+    reference = at.optim.LinearWarmup(10, at.optim.CosineAnnealingLR(90))
+    cases = [((base, s), reference(base, s)) for base in (0.1, 0.5, 0.003)
+             for s in (0, 4, 9, 10, 11, 40, 99, 100, 150)]
+    with without(attrs=[(at.optim.LinearWarmup, "__call__"), (at.optim.CosineAnnealingLR, "__call__")],
+                 why="compute the schedule yourself"):
+        check_function(fn, cases, name="warmup_cosine", rtol=1e-9, atol=1e-12)
+
+
+# --- exercise 3 ------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=1)
+def _digits() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Section 5's split (X_train, X_test, y_train, y_test), made here: the check's own, whatever the notebook holds."""
+    from ..datasets import load_digits, train_test_split
+
+    x_all, y_all = load_digits()
+    x_train, x_test, y_train, y_test = train_test_split(x_all, y_all, test_fraction=0.25, seed=0)
+    return x_train, x_test, y_train, y_test
+
+
+def _class_name(obj: Any) -> str:
+    """The dotted name of ``obj``'s class. In the judge, ``obj`` is a handle to an object of the submission: the
+    name is the one the submission's process gave with it (the submission's word, not the judge's finding)."""
+    return claimed_type(obj)
+
+
+def _is(obj: Any, cls: type, subclass: bool = False) -> bool:
+    """Is ``obj`` a ``cls`` (or, with ``subclass``, of a subclass)? In the judge: does the submission say so?"""
+    if isinstance(obj, Remote):
+        return _class_name(obj) == f"{cls.__module__}.{cls.__qualname__}"
+    return isinstance(obj, cls) if subclass else type(obj) is cls
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return None
+    return float(x)
+
+
+def sgd_check(trainer: Any, accuracy: Any) -> float:
+    """Exercise 3: ``trainer`` trained section 5's digits_model() with plain SGD (momentum allowed) from fresh
+    weights, for at most 30 epochs, to at least 95% test accuracy; ``accuracy`` is that accuracy, measured.
+
+    * the accuracy is measured here (:func:`trained_accuracy`) from ``trainer.params`` (plain arrays), on the check's
+      own test split (section 5's, made again here), never from ``accuracy`` or the notebook's ``X_test``;
+    * the trainer's class, its optimizer's class and hyperparameters (``optimizer.hyperparameters()``) and its loss
+      history are what the trainer says about itself: in graded mode the submission's account, read through the
+      judge's handle. They tell Adam from SGD, an untrained start (a first loss near ln 10) from trained weights
+      loaded or passed in (``initial=``), and count the steps; they cannot prove how the weights were made.
+
+    Returns the measured accuracy.
+    """
+    import asgteach as at
+
+    x_train, x_test, _, y_test = _digits()
+    if not _is(trainer, at.Trainer, subclass=True):
+        raise ExerciseError(f"my_trainer should be the at.Trainer you trained, got {_class_name(trainer)}")
+    opt = trainer.optimizer
+    if not _is(opt, at.optim.SGD):
+        raise ExerciseError(f"my_trainer's optimizer should be at.optim.SGD (momentum is allowed), got "
+                            f"{_class_name(opt).rpartition('.')[2]}")
+    hyper = opt.hyperparameters()
+    lr = _number(hyper.get("lr")) if isinstance(hyper, Mapping) else None
+    momentum = _number(hyper.get("momentum", 0.0)) if isinstance(hyper, Mapping) else None
+    if lr is None or not math.isfinite(lr) or lr <= 0 or momentum is None or not 0 <= momentum < 1:
+        raise ExerciseError(f"my_trainer's SGD should have a learning rate > 0 and a momentum in [0, 1): its "
+                            f"hyperparameters are {hyper!r:.200}")
+
+    history = trainer.history
+    if not isinstance(history, list) or any(_number(h) is None for h in history):
+        raise ExerciseError(f"my_trainer.history should be the list of its losses, got {type(history).__name__}")
+    steps, limit = len(history), MAX_EPOCHS * (len(x_train) // 64)
+    if not 0 < steps <= limit:
+        raise ExerciseError(f"train for at most {MAX_EPOCHS} epochs ({limit} steps); my_trainer ran {steps}")
+    if not float(history[0]) >= UNTRAINED_LOSS:
+        raise ExerciseError(f"my_trainer's first step had a loss of {float(history[0]):.3f}: that of a model already "
+                            f"trained (a new digits_model() starts near ln 10 = 2.3). Train a new model from its "
+                            "fresh weights with SGD, not from weights Adam trained (section 5's tr, or section 6's "
+                            "file, loaded or passed as initial=)")
+
+    params = trainer.params
+    if not isinstance(params, Mapping) or any(n not in params for n in DIGITS_PARAMS):
+        have = sorted(params) if isinstance(params, Mapping) else type(params).__name__
+        raise ExerciseError(f"my_trainer should train digits_model() (parameters {list(DIGITS_PARAMS)}), its "
+                            f"parameters are {have}")
+    for name, shape in DIGITS_PARAMS.items():
+        value = params[name]
+        if not isinstance(value, np.ndarray) or value.shape != shape or not np.all(np.isfinite(value)):
+            what = (f"shape {value.shape}" if isinstance(value, np.ndarray) else type(value).__name__)
+            raise ExerciseError(f"my_trainer's parameter {name} should be a finite array of shape {shape} (a new "
+                                f"digits_model()), got {what}")
+    measured = trained_accuracy(SimpleNamespace(params=params), x_test, y_test)   # the arrays read once
+    if measured < 0.95:
+        raise ExerciseError(f"my_trainer's test accuracy is {measured:.3f}: at least 0.95 is needed (try a larger "
+                            "lr, momentum=0.9, or more epochs)")
+    mine = _number(accuracy)
+    if mine is None or abs(mine - measured) >= 0.01:
+        raise ExerciseError(f"my_accuracy is {accuracy!r:.60}, but my_trainer's parameters give {measured:.3f} on "
+                            "the test set: measure it, do not type it")
+    print(f"SGD (lr={lr:g}, momentum={momentum:g}) reached {measured:.3f} in {steps} steps")
+    return measured
+

@@ -1,8 +1,11 @@
 """Lesson 12's checks (convolution and pooling): max pooling's gradient, routed by hand.
 
-* Exercises 1 and 2, ``conv_out_size`` and ``grad_weight_np``: checked in the notebook against asgteach's
-  convolution, which is switched off while the student's function runs; ``RULES[2]`` keeps the gradient in
-  numpy.
+* Exercise 1, ``conv_out_size``: :func:`out_size_check` compares it with ``at.conv2d``'s shape inference, switched
+  off while it runs (practice mode); ``RULES[1]`` (from the formula: no asgteach, nor section 1's
+  ``conv2d_naive``, nor a class taken from the lesson's objects) is read from its source, in both modes: in graded
+  mode the function runs in the sandbox, where switching the judge's library off does nothing.
+* Exercise 2, ``grad_weight_np``: checked in the notebook against asgteach's convolution, which is switched off
+  while the student's function runs; ``RULES[2]`` keeps the gradient in numpy.
 * Exercise 3, ``max_pool_grad(x, g)``: :func:`max_pool_grad_check` runs it on images of the check's own
   (other sizes, ties at random, a window whose first maximum by rows is not its first by columns, four
   equal values, negative numbers) and compares with autograd's own gradient, computed first; the pool's
@@ -20,18 +23,56 @@ import numpy as np
 
 from ..grading.checks import check_array, check_function, without
 from ..grading.exercises import ExerciseError
-from ..grading.rules import Rule, enforce, no_asgteach
+from ..grading.rules import STAND_INS, Rule, enforce, no_asgteach
 from .common import fresh
 
-__all__ = ["LESSON", "RULES", "max_pool_routing", "max_pool_grad_check"]
+__all__ = ["LESSON", "RULES", "out_size_check", "CONV_SETTINGS", "max_pool_routing", "max_pool_grad_check"]
 
 LESSON = "12-convolution-and-pooling"
 
 #: exercise -> what its answer may not use (the notebook's text states each one)
 RULES: dict[int, Rule] = {
+    # the library's conv2d is reached through `at`, or through a class of the lesson's objects (type(conv)(...),
+    # conv.__class__, conv.__init__(...)); section 1's conv2d_naive computes the size it returns
+    1: Rule(why="from the formula: not the library's conv2d (no at, no asgteach, no type(...), .__class__ or "
+                ".__init__ of the lesson's layers), nor section 1's conv2d_naive",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "type", "conv2d_naive"}),
+            attrs=frozenset({"__class__", "__init__", "__new__"})),
     2: no_asgteach("with numpy (no other library's convolution gradient)"),
     3: no_asgteach("by hand (no asgteach): the routing of the gradient is the exercise"),
 }
+
+
+#: (size, kernel, stride, padding, dilation) of the convolutions exercise 1's check builds
+CONV_SETTINGS = [(8, 3, 1, 0, 1), (8, 3, 1, 1, 1), (8, 3, 2, 1, 1), (9, 3, 2, 0, 1), (28, 5, 3, 2, 1),
+                 (10, 3, 1, 0, 2), (10, 3, 2, 2, 3), (7, 7, 1, 0, 1), (7, 1, 4, 0, 1), (32, 4, 4, 0, 1),
+                 (5, 2, 1, 1, 2), (12, 3, 5, 3, 2)]
+
+
+def out_size_check(fn: Callable[[int, int, int, int, int], Any]) -> None:
+    """Lesson 12, exercise 1: ``fn(size, kernel, stride, padding, dilation)``, a convolution's output size on one axis.
+
+    Compared with the shape ``at.conv2d`` infers on a dozen settings and four fresh ones (built first), so a table
+    of the dozen's answers fails. The exercise's rule (from the formula: no asgteach, no conv2d_naive) is read from
+    ``fn``'s source; in practice mode conv2d is also switched off while ``fn`` runs.
+    """
+    import asgteach as at
+
+    enforce(fn, RULES[1], "conv_out_size")
+    rng, settings = fresh(), list(CONV_SETTINGS)
+    while len(settings) < len(CONV_SETTINGS) + 4:
+        size, k, s, p, d = (int(v) for v in (rng.integers(5, 41), rng.integers(1, 6), rng.integers(1, 5),
+                                             rng.integers(0, 3), rng.integers(1, 4)))
+        if d * (k - 1) + 1 <= size + 2 * p:      # a kernel that fits
+            settings.append((size, k, s, p, d))
+    cases = []
+    for size, k, s, p, d in settings:
+        with at.Graph(name="check: conv2d sizes"):
+            shape = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, k, k)),
+                              stride=s, padding=p, dilation=d).shape
+        cases.append(((size, k, s, p, d), shape[2]))
+    with without("conv2d", why="derive the size from the formula"):
+        check_function(fn, cases, name="conv_out_size")
 
 
 def _max_pool_grad(x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -5,7 +5,10 @@ and asks the student to write it for one segment (exercise 1) and to pick a segm
 memory budget (exercise 2). Each check runs the student's function on MLPs of its own (another
 depth, width, batch, activation and segment than the lesson's), and judges the result from what a
 plan says about it: the values it computes, the kernels it runs, which values they read, and the
-bytes alive at the peak (``plan.liveness``); :func:`checkpointed` itself is refused while the answer runs.
+bytes alive at the peak (``plan.liveness``); :func:`checkpointed` itself is refused while the answer runs
+(practice mode), and ``RULES[1]`` (neither ``checkpointed`` nor the notebook's ``checkpoint_every``, which calls it)
+is read from the answer's source, in both modes: in graded mode the function runs in the sandbox, where switching
+the judge's copy of :func:`checkpointed` off does nothing, and its result is the reference's to the byte.
 So this file gives the answers away: try the lesson first.
 """
 
@@ -19,14 +22,21 @@ import numpy as np
 
 from ..grading.checks import check_array, without
 from ..grading.exercises import ExerciseError
-from ..grading.rules import Rule
+from ..grading.rules import Rule, enforce
 
 __all__ = ["LESSON", "RULES", "checkpointed", "recompute_check", "budget_check", "LESSON_MLP"]
 
 LESSON = "15-memory-and-checkpointing"
 
 #: exercise -> what its answer may not use (the notebook's text states each one)
-RULES: dict[int, Rule] = {}   # no source rule: the checks judge the rewrite by what its plan does
+RULES: dict[int, Rule] = {
+    # the reference rewrite gives the very graph the check wants, so only its source can tell it: by name (the
+    # module's own name, lesson15, is the hands-off rule's), or through the notebook's checkpoint_every, which calls it
+    1: Rule(why="write the rewrite yourself, with copy_node: not through the lesson's checkpointed, which the "
+                "exercise asks you to write (nor checkpoint_every, which calls it)",
+            names=frozenset({"checkpointed", "checkpoint_every"}), attrs=frozenset({"checkpointed"})),
+}
+# exercise 2 has no source rule: its check judges the answer by the peaks it measures itself
 
 #: the lesson's MLP (section 1's ``mlp_step``): exercise 2's check measures models of this size
 LESSON_MLP = {"batch": 256, "width": 16, "activation": "tanh"}
@@ -244,6 +254,7 @@ def recompute_check(fn: Callable[..., Any]) -> None:
     if found:
         raise ExerciseError(f"recompute_segment hands the work to the lesson's checkpointed() (as {found!r}): write "
                             "the rewrite yourself")
+    enforce(fn, RULES[1], "recompute_segment")
     cases = [(6, 7, 5, "relu", 2, 4), (5, 9, 4, "tanh", 1, 3)]
     for n_layers, batch, width, activation, first, last in cases:
         outputs, layers, feeds = _mlp_step(n_layers, batch, width, activation)

@@ -6,7 +6,7 @@ LAZY = {
     2: (('with exercise(2):\n'
          '    def warmup_cosine(base_lr, step):\n'
          '        return at.optim.LinearWarmup(10, at.optim.CosineAnnealingLR(90))(base_lr, step)\n'),
-        'LinearWarmup.__call__'),
+        'compute the schedule yourself'),
     3: (('with exercise(3):\n'
          '    model3 = digits_model()\n'
          '    my_trainer = at.Trainer(model3["loss"], optimizer=at.optim.SGD(lr=0.1), seed=0)\n'
@@ -34,6 +34,36 @@ MORE = [
              'with exercise(3):\n'
              '    my_accuracy = 0.99\n'),
             'may not'),
+    },
+    {   # section 3's own schedule, reached through its loop variable; SGD fine-tuning the weights Adam trained
+        2: (('with exercise(2):\n'
+             '    def warmup_cosine(base_lr, step):\n'
+             '        return sched(base_lr, step)\n'),
+            'compute the schedule yourself'),
+        3: (('with exercise(3):\n'
+             '    model3 = digits_model()\n'
+             '    my_trainer = at.Trainer(model3["loss"], optimizer=at.optim.SGD(lr=0.01), seed=0, initial=tr.params)\n'
+             '    my_trainer.fit({model3["x"]: X_train[:64], model3["labels"]: y_train[:64]}, steps=1,\n'
+             '                   progress=False)\n'
+             '    my_accuracy = test_accuracy(my_trainer, model3)\n'),
+            'already trained'),
+    },
+    {   # section 5's Adam trainer handed in as it is
+        3: (('with exercise(3):\n'
+             '    my_trainer = tr\n'
+             '    my_accuracy = test_accuracy(tr, digits)\n'),
+            'should be at.optim.SGD'),
+    },
+    {   # one step of SGD, and a test set cut down to the images it gets right
+        3: (('with exercise(3):\n'
+             '    model3 = digits_model()\n'
+             '    my_trainer = at.Trainer(model3["loss"], optimizer=at.optim.SGD(lr=0.1), seed=0)\n'
+             '    my_trainer.fit({model3["x"]: X_train[:64], model3["labels"]: y_train[:64]}, steps=1,\n'
+             '                   progress=False)\n'
+             '    (said,) = my_trainer.run([model3["predicted"]], {model3["x_test"]: X_test})\n'
+             '    X_test, y_test = X_test[said == y_test], y_test[said == y_test]\n'
+             '    my_accuracy = 1.0\n'),
+            'test accuracy is'),
     },
 ]
 

@@ -5,7 +5,7 @@ other styles than the reference's, each a submission that must score full marks)
 LAZY = {
     2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n        with at.Graph():\n"
         "            blk = at.nn.TransformerBlock(d_model, n_heads, d_hidden=d_hidden)\n"
-        "        return sum(int(np.prod(p.shape)) for p in blk.parameters())\n", "TransformerBlock.__init__"),
+        "        return sum(int(np.prod(p.shape)) for p in blk.parameters())\n", "count by hand, from the description"),
     # section 7's verdicts read off by suspect number: the check's own implementations are none of the suspects
     3: ("with exercise(3):\n    def verdict(attention, q, k, mask):\n"
         "        for n, word in {1: 'mask after softmax', 2: 'correct', 3: 'no scale'}.items():\n"
@@ -23,6 +23,11 @@ MORE = [
         3: ("with exercise(3):\n    def verdict(attention, q, k, mask):\n"
             "        kinds = [c.cell_contents for c in attention.__closure__]\n"
             "        return next(x for x in kinds if isinstance(x, str))\n", "may not"),
+    },
+    {   # a block built without the name `at`: the class of section 4's block, in a graph of the lesson's
+        2: ("with exercise(2):\n    def count_block_params(d_model, n_heads, d_hidden):\n"
+            "        with g_block:\n            blk = type(block)(d_model, n_heads, d_hidden=d_hidden)\n"
+            "        return sum(p.size for p in blk.parameters())\n", "count by hand, from the description"),
     },
     {   # the same verdict for everything, and the old answer (three words typed in) beside it
         3: ("with exercise(3):\n    diagnosis = {1: 'mask after softmax', 2: 'correct', 3: 'no scale'}\n"

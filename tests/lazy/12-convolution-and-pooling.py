@@ -19,6 +19,10 @@ LAZY = {
 }
 
 MORE = [{
+    # the class of the lesson's Conv2d layer, built afresh (no `at` written): its output's shape is the answer
+    1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
+        "        layer = type(conv)(1, 1, kernel, stride=stride, padding=padding, dilation=dilation)\n"
+        "        return layer(x2[:1, :1, :1, :1] * np.zeros((1, 1, size, size))).shape[2]\n", "from the formula"),
     2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        import torch\n"
         "        return torch.nn.grad.conv2d_weight(x, (gy.shape[1], x.shape[1], kh, kw), gy).numpy()\n",
         "exercise 2"),

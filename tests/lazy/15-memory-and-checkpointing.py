@@ -66,10 +66,15 @@ MORE = [
             "        return checkpoint_every(outputs, [list(segment) + [-1]], 1)\n\n"
             "    mine6 = recompute_segment(outputs6, segment)\n", "checkpointed, which the exercise asks you to write"),
     },
-    {   # a default argument holding a helper, and a closure: the body only copies
+    {   # a default argument holding a helper, and a closure: the body only copies (the cell names the helper)
         1: ("with exercise(1):\n    def make(rewrite=checkpoint_every):\n"
             "        def recompute_segment(outputs, segment):\n            return copy_graph(outputs)\n"
             "        return recompute_segment\n    recompute_segment = make()\n"
-            "    mine6 = recompute_segment(outputs6, segment)\n", "recomputes nothing"),
+            "    mine6 = recompute_segment(outputs6, segment)\n", "nor checkpoint_every, which calls it"),
+    },
+    {   # the helper under another name, bound before `with exercise(1)`: the rule reads the whole cell
+        1: ("every = checkpoint_every\nwith exercise(1):\n    def recompute_segment(outputs, segment):\n"
+            "        return every(outputs, [list(segment) + [-1]], 1)\n\n"
+            "    mine6 = recompute_segment(outputs6, segment)\n", "checkpointed, which the exercise asks you to write"),
     },
 ]
