@@ -3,6 +3,7 @@
     net = at.nn.MLP([2, 8, 1], activation="tanh", name="mlp")
     loss = at.nn.mse_loss(at.sigmoid(net(x)), t)
     tr = at.Trainer(loss, optimizer=at.optim.Adam(lr=0.05))
+    h = at.nn.GRUCell(4, 16, name="gru")(x_t, h)         # one step of a recurrent net
 """
 
 from __future__ import annotations
@@ -20,4 +21,5 @@ from .losses import (  # noqa: F401
     nll_loss, one_hot,
 )
 from .module import Module, Sequential  # noqa: F401
+from .recurrent import GRUCell, LSTMCell  # noqa: F401
 from .trainer import CheckpointWarning, Trainer, WeightsFileError  # noqa: F401
