@@ -265,11 +265,15 @@ def test_writes_stay_in_the_sandbox_and_no_process_outlives_it(tmp_path: Path) -
 
 def test_no_network_in_the_sandbox() -> None:
     needs_sandbox()
-    answer = ("import socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', 22))\n    net = 'connected'\n"
-              "except OSError as e:\n    net = 'refused: ' + str(e)\nprint('NET', net)\n"
-              "with exercise(1):\n    def f(x):\n        return x * x\n")
-    verdicts, outputs = _judge(answer)
-    assert "NET refused" in outputs[1]["output"]
+    probe = ("import socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', 22))\n    net = 'connected'\n"
+             "except OSError as e:\n    net = 'refused: ' + str(e)\nprint('NET', net)\n")
+    # (in a context cell: an answer may not import socket at all; the sandbox must hold for every cell)
+    nb = _notebook(("context", IMPORTS + probe),
+                   ("answer1", "with exercise(1):\n    def f(x):\n        return x * x\n"),
+                   ("check1", "with check(1, graded=True):\n    check_array(f(2.0), 4.0)\n"))
+    verdicts, outputs = judge_with_outputs(nb, "test-lesson", source_nb=nb, limits=Limits(time=120, request_time=60))
+    assert "NET refused" in outputs[0]["output"], outputs[0]
+    assert verdicts[1].passed, verdicts[1].message
 
 
 def test_a_hanging_answer_costs_its_time_limit_and_the_next_exercise_is_graded() -> None:
@@ -317,3 +321,16 @@ def test_without_bubblewrap_graded_mode_refuses_to_grade(monkeypatch) -> None:
     monkeypatch.setenv("ASGTEACH_BWRAP", "/nonexistent/bwrap")
     with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install bubblewrap"):
         _judge("with exercise(1):\n    def f(x):\n        return x * x\n")
+
+
+def test_a_cell_that_breaks_its_rule_does_not_run_so_a_later_answer_cannot_use_what_it_imports() -> None:
+    needs_sandbox()
+    nb = _notebook(("context", IMPORTS),
+                   ("answer1", "import os as helper\nwith exercise(1):\n    raise NotImplementedError('exercise 1')\n"),
+                   ("check1", "with check(1, graded=True):\n    pass\n"),
+                   ("answer2", "with exercise(2):\n    def g(x):\n        return x + len(helper.sep)\n"),
+                   ("check2", "with check(2, graded=True):\n    check_array(g(np.arange(3.0)), np.arange(1.0, 4.0))\n"))
+    verdicts, outputs = judge_with_outputs(nb, "test-lesson", source_nb=nb, limits=Limits(time=120, request_time=60))
+    assert not verdicts[1].passed and "imports os" in verdicts[1].message
+    assert not verdicts[2].passed and "helper" in verdicts[2].message, verdicts[2].message
+    assert 1 not in outputs                                        # the broken cell never ran

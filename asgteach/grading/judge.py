@@ -22,8 +22,9 @@ runs the submission somewhere that cannot touch it:
   a verdict: the sandbox is asked for values, never for a result.
 * **The answer's source** is read first (:mod:`asgteach.grading.rules`): the hands-off rule of every graded
   answer and the exercise's own rule (its library stand-ins, "no asgteach", complex steps, Python loops).
-  A cell that breaks one fails its exercise, whatever its numbers. Rules are read from source text because
-  what the sandbox reports about itself cannot be trusted.
+  A cell that breaks one fails its exercise, whatever its numbers, and does not run at all (so nothing it
+  imports or binds reaches a later exercise's answer). Rules are read from source text because what the
+  sandbox reports about itself cannot be trusted.
 
 Time: each cell and each call into the submission has :attr:`Limits.request_time`, the whole submission
 :attr:`Limits.time`. A cell or call that runs past it ends the sandbox (every process in it) and fails the
@@ -381,7 +382,7 @@ def _judge(nb: dict[str, Any], lesson: str, source_nb: dict[str, Any] | None,
                     sub.ask(min(limits.request_time, remaining()), "cell", source=c["source"],
                             label=f"check {c['exercise']}, for its definitions", limit=limits.output)
                 continue
-            if c["kind"] != "context" and c["exercise"] in stopped:
+            if c["kind"] != "context" and (c["exercise"] in stopped or c["exercise"] in broken):
                 continue
             sub.ask(min(limits.request_time, remaining()), "cell", source=c["source"], label=f"cell {c['index']}",
                     limit=limits.output)
@@ -398,8 +399,8 @@ def _judge(nb: dict[str, Any], lesson: str, source_nb: dict[str, Any] | None,
                         submission.stop()
                     submission = fresh(i)
                 if cell["kind"] != "check":
-                    if cell["kind"] != "context" and n in stopped:
-                        continue
+                    if cell["kind"] != "context" and (n in stopped or n in broken):
+                        continue          # a cell that broke its rule does not run: what it binds reaches no check
                     result = submission.ask(min(limits.request_time, remaining()), "cell", source=cell["source"],
                                             label=f"cell {cell['index']}", limit=limits.output)
                     outputs[cell["index"]] = result if isinstance(result, dict) else {}

@@ -419,10 +419,14 @@ def _error_from(data: Any) -> BaseException:
     name, message = str(data.get("type", "Exception"))[:100], str(data.get("message", ""))[:MESSAGE_LIMIT]
     if name in PASSED_THROUGH:
         return getattr(builtins, name)(message)
-    if name in ("ExerciseError", "KeysMissing"):
+    if name == "ExerciseError":
         from .exercises import ExerciseError
 
         return ExerciseError(message)
+    if name == "KeysMissing":
+        from .keys import KeysMissing
+
+        return KeysMissing(message)
     if name in ("ShapeError", "FeedError", "KernelError", "NumericsError", "NotDifferentiableError"):
         import asgteach
 

@@ -1,18 +1,26 @@
 """Lesson 13's checks (graph engineering): memory planning, on plans of the check's own.
 
-The references (peak bytes, last uses, fusible values, fusion chains) are the answer keys'
-(``instructor/answer_keys.py``, loaded by :func:`asgteach.grading.keys.load` only when a check runs).
-Each check builds three plans the lesson never printed (another MLP with its gradients, a chain with a
-fan-out, a tiny one) and calls the student's function on them, while the function is watched
-(:func:`asgteach.grading.calls.refusing_calls`) so that a call into the keys fails:
+The references the checks compare with (peak bytes, last uses, fusible values) are the answer keys'
+(``instructor/answer_keys.py``, loaded by :func:`asgteach.grading.keys.load` only inside a check: a
+student's install has none, and neither has a graded submission's sandbox). Each check builds three plans
+the lesson never printed (another MLP with its gradients, a chain with a fan-out, a tiny one) and calls the
+student's function on them:
 
 * Exercise 1: :func:`memory_check` (``memory_bytes(plan, itemsize)``, at two item sizes);
 * Exercise 2: :func:`last_use_check` (``my_last_use(plan)``);
 * Exercise 3: :func:`fusible_check` (``my_fusible(plan)``); a value one step reads twice (``d * d``) may
   count as read once or twice, as the exercise's words allow both.
 
-:func:`show_fusion` prints the fusion chains of the lesson's plan for section 6. The lesson's answers
-need no source rule: ``RULES`` is empty.
+An answer that reaches for the keys itself (``asgteach.grading.keys.load()``, by an import or an attribute
+path built from strings) fails either way: in a student's own kernel the check watches what the function
+runs (:func:`asgteach.grading.calls.refusing_calls`) and refuses a call into the keys (or into this module's
+:func:`show_fusion`); in a graded course the answer runs in the sandbox, where there are no keys to load, and
+the :class:`~asgteach.grading.keys.KeysMissing` it meets there is reported as that reach. The lesson's
+answers need no source rule beyond the judge's hands-off one: ``RULES`` is empty.
+
+:func:`show_fusion` prints the fusion chains of the lesson's plan for section 6. It runs in the lesson's
+own cells, where a student's code runs, so it needs no keys: it finds the chains itself (which is the
+rule exercise 3 asks for: try the exercise before reading it).
 """
 
 from __future__ import annotations
@@ -22,10 +30,12 @@ from typing import Any, Callable, Mapping
 from ..grading.calls import refusing_calls
 from ..grading.checks import check_equal, check_function
 from ..grading.exercises import ExerciseError
+from ..grading.keys import KeysMissing
 from ..grading.keys import load as load_keys
 from ..grading.rules import Rule
 
-__all__ = ["LESSON", "RULES", "show_fusion", "memory_check", "last_use_check", "fusible_check"]
+__all__ = ["LESSON", "RULES", "show_fusion", "fusion_chains", "check_plans", "memory_check", "last_use_check",
+           "fusible_check"]
 
 LESSON = "13-graph-engineering"
 
@@ -33,23 +43,55 @@ LESSON = "13-graph-engineering"
 RULES: dict[int, Rule] = {}
 
 
+_ELEMENTWISE = ("arithmetic", "activation", "comparison")   # op categories whose kernels are elementwise
+
+
+def fusion_chains(plan: Any) -> list[list[int]]:
+    """The fusion chains of ``plan``: each step joined to the one elementwise step of its shape that alone reads it
+    (when the step is elementwise, not an output, not folded); each group of more than one step is one kernel."""
+    from ..ops.registry import spec
+
+    readers: dict[int, list[Any]] = {}
+    for step in plan.steps:
+        for i in step.node.inputs:
+            readers.setdefault(i, []).append(step.node)
+    outputs, folded = set(plan.outputs), set(plan.folded)
+    into: dict[int, int] = {}     # a fused value -> the step that reads it
+    for step in plan.steps:
+        node = step.node
+        users = readers.get(node.id, [])
+        if (spec(node.op).category in _ELEMENTWISE and node.id not in outputs and node.id not in folded
+                and len(users) == 1 and spec(users[0].op).category in _ELEMENTWISE
+                and users[0].shape == node.shape):
+            into[node.id] = users[0].id
+
+    def root(i: int) -> int:
+        while i in into:
+            i = into[i]
+        return i
+
+    members: dict[int, list[int]] = {}
+    for step in plan.steps:
+        members.setdefault(root(step.node.id), []).append(step.node.id)
+    return [ids for ids in members.values() if len(ids) > 1]
+
+
 def show_fusion(plan: Any) -> None:
-    """Print the fusion chains of ``plan`` and what they would save (lesson 13's section 6)."""
-    keys = load_keys()   # the references, loaded only when a check runs
+    """Print the fusion chains of ``plan`` and what they would save (lesson 13's section 6), without the keys."""
     from ..ops.registry import spec
 
     g = plan.graph
-    chains = keys.fusion_chains(plan)
+    chains = fusion_chains(plan)
     for chain in chains:
         print(" -> ".join(f"#{i} {g.nodes[i].op}" for i in chain), f"  (shape {g.nodes[chain[-1]].shape})")
-    saved = sum(g.nodes[i].size for i in keys.fusible_values(plan)) * 4
+    saved = sum(g.nodes[i].size for chain in chains for i in chain[:-1]) * 4
     elementwise = [s for s in plan.steps
-                   if spec(s.node.op).category in keys.ELEMENTWISE and s.node.id not in plan.folded]
+                   if spec(s.node.op).category in _ELEMENTWISE and s.node.id not in plan.folded]
     print(f"{len(elementwise)} elementwise kernels -> {len(elementwise) - sum(len(c) - 1 for c in chains)} after "
           f"fusion; {saved} bytes never written (and never read back) per run")
 
 
-def _check_plans() -> list[Any]:
+def check_plans() -> list[Any]:
     """Three plans the lesson never showed: another MLP with its gradients, a chain with a fan-out, a tiny one."""
     import asgteach as at
 
@@ -71,23 +113,55 @@ def _check_plans() -> list[Any]:
     return plans
 
 
+def _reached_for_keys(e: BaseException) -> bool:
+    """Whether the error an answer raised is its reach for the answer keys where there are none: the loader's
+    :class:`~asgteach.grading.keys.KeysMissing` (an ExerciseError with its words once it crossed from the sandbox),
+    or the keys' file not found where a checkout keeps it."""
+    text = str(e)
+    return (isinstance(e, KeysMissing) or "KeysMissing" in text or "course's answer keys" in text
+            or "answer_keys" in text)
+
+
+def _answer(fn: Any, name: str) -> Any:
+    """``fn`` as the check calls it: an answer that reaches for the answer keys where it runs without them (a
+    graded submission's sandbox) fails the exercise for what it did, not as an error of the student's code."""
+    if not callable(fn):
+        return fn   # the check says what it should be
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except NotImplementedError:
+            raise   # the stub of an unfinished exercise: "not done yet"
+        except Exception as e:
+            if _reached_for_keys(e):
+                raise ExerciseError(
+                    f"{name} reaches for the check's own reference (the answer keys, instructor/answer_keys.py, that "
+                    "asgteach.grading.keys loads): the exercise is to write it yourself, and where your answer runs "
+                    "there are no keys") from None
+            raise
+    return call
+
+
 def memory_check(fn: Callable[..., Any]) -> None:
     """``fn(plan, itemsize) -> (peak bytes alive, bytes if nothing were freed)``, on other plans and item sizes."""
     keys = load_keys()   # the references, loaded only when a check runs
     cases = [(p, itemsize, (keys.peak_bytes(p, itemsize), keys.no_reuse_bytes(p, itemsize)))
-             for p in _check_plans() for itemsize in (8, 2)]
+             for p in check_plans() for itemsize in (8, 2)]
+    answer = _answer(fn, "memory_bytes")
     with refusing_calls("memory_bytes"):            # the answer runs after the references, which it may not call
         for p, itemsize, want in cases:
-            check_function(fn, [((p, itemsize), want)], name=f"memory_bytes(<plan of {p.graph.name!r}>, {itemsize})")
+            check_function(answer, [((p, itemsize), want)],
+                           name=f"memory_bytes(<plan of {p.graph.name!r}>, {itemsize})")
 
 
 def last_use_check(fn: Callable[..., Any]) -> None:
     """``fn(plan) -> {node id: index of the last step reading it}``, on plans the lesson never printed."""
     keys = load_keys()   # the references, loaded only when a check runs
-    for p in _check_plans():
+    for p in check_plans():
         expected = keys.last_use(p)
         with refusing_calls("my_last_use"):
-            mine = fn(p)
+            mine = _answer(fn, "my_last_use(plan)")(p)
         if not isinstance(mine, Mapping):
             raise ExerciseError(f"my_last_use(plan) should return a dict {{node id: step index}}, got "
                                 f"{type(mine).__name__}")
@@ -124,10 +198,10 @@ def fusible_check(fn: Callable[..., Any]) -> None:
 
     A value that one step reads twice (``d * d``) may count as read once or twice (:func:`_fusible_readings`).
     """
-    for p in _check_plans():
+    for p in check_plans():
         readings = _fusible_readings(p)
-        with refusing_calls("my_fusible"):
-            got = fn(p)
+        with refusing_calls("my_fusible", (fusion_chains, "asgteach.lessons.lesson13.show_fusion's chains")):
+            got = _answer(fn, "my_fusible(plan)")(p)
         if not isinstance(got, (list, tuple)):
             raise ExerciseError(f"my_fusible(plan) should return a list of node ids, got {type(got).__name__}")
         mine = [int(i) for i in got]

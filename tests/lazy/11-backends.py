@@ -9,7 +9,7 @@ LAZY = {
         "        from asgteach.backends.wgpu_kernels import groups_for\n"
         "        return groups_for(-(-numel // 256))\n\n"
         "    gx, gy, _ = my_groups(10 ** 6)\n    idle_threads = gx * gy * 256 - 10 ** 6\n",
-        "which the exercise asks you to write yourself"),
+        "imports from asgteach.backends.wgpu_kernels"),
 }
 
 MORE = [
@@ -17,15 +17,25 @@ MORE = [
         2: ("with exercise(2):\n    def my_offset_of(i, out_shape, strides):\n        import ctypes\n"
             "        return 0\n", "imports ctypes"),
     },
-    {   # the backend's own functions held where a name check cannot see them: a default argument, a closure
+    {   # the backend's own functions held where a name in the function cannot show them: a default argument, a
+        # closure (in a kernel the checks' watch sees them run; in the judge, the rule reads the import in the cell)
         1: ("from asgteach.backends.wgpu_kernels import broadcast_strides as _bs\n\nwith exercise(1):\n"
             "    def my_broadcast_strides(shape, out_shape, _ref=_bs):\n        return list(_ref(shape, out_shape))\n",
-            "calls asgteach.backends.wgpu_kernels.broadcast_strides"),
+            "imports from asgteach.backends.wgpu_kernels"),
         3: ("from asgteach.backends import wgpu_kernels as _wk\n\nwith exercise(3):\n"
             "    def _make(grid=_wk.groups_for):\n        def my_groups(numel):\n"
             "            return grid(max(1, -(-numel // 256)))\n        return my_groups\n\n"
             "    my_groups = _make()\n    gx, gy, _ = my_groups(10 ** 6)\n    idle_threads = gx * gy * 256 - 10 ** 6\n",
-            "calls asgteach.backends.wgpu_kernels.groups_for"),
+            "imports from asgteach.backends"),
+    },
+    {   # the backend reached through the lesson's own `at` (an attribute path in a default argument, no import), and
+        # imported from another module of the backend that holds it, under another name
+        1: ("with exercise(1):\n    def my_broadcast_strides(shape, out_shape, _wk=at.backends.wgpu_kernels):\n"
+            "        return _wk.broadcast_strides(shape, out_shape)\n", "uses .wgpu_kernels"),
+        3: ("with exercise(3):\n    from asgteach.backends.wgpu_backend import groups_for as grid\n\n"
+            "    def my_groups(numel):\n        return grid(max(1, -(-numel // 256)))\n\n"
+            "    gx, gy, _ = my_groups(10 ** 6)\n    idle_threads = gx * gy * 256 - 10 ** 6\n",
+            "imports from asgteach.backends.wgpu_backend"),
     },
     {   # numpy's own broadcasting as a stand-in: the strides of np.broadcast_to's view. numpy gives stride 0 to
         # every size-1 axis, also to one that is not broadcast (out_shape's size there is 1 too), where the

@@ -19,22 +19,37 @@ MORE = [
         3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson13._fusible_values(plan)\n\n"
             "    bytes_saved = 0\n", "may not"),
     },
-    {   # the check's references reached by a string: pkgutil.resolve_name (a door the rules name), and an
-        # attribute path that format strings follow (string.Formatter.get_field, which no rule names) in a closure,
-        # which runs only while the check (which has loaded the keys) calls it: the watch on what runs refuses it;
-        # the numbers for the notebook's own plan typed in
+    {   # the answer keys reached by a string, where they are now (asgteach.grading.keys.load() reads
+        # instructor/answer_keys.py): pkgutil.resolve_name (a door the rules name), and an attribute path that format
+        # strings follow (string.Formatter.get_field, which no rule names) in a closure. That one runs: in a kernel the
+        # check's watch refuses the call into the keys; in the judge it runs in the sandbox, which has no keys
+        # (KeysMissing), and the check says what it reached for. The numbers for the notebook's own plan typed in
         1: ("import pkgutil\n\nwith exercise(1):\n"
-            "    def memory_bytes(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.lessons.answer' + '_keys')):\n"
+            "    def memory_bytes(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.grad' + 'ing.keys:load')()):\n"
             "        return _keys.peak_bytes(plan, itemsize), _keys.no_reuse_bytes(plan, itemsize)\n\n"
             "    peak64, all64 = 0, 0\n", "imports pkgutil"),
         2: ("import string\n\nwith exercise(2):\n    def _make():\n"
-            "        path = '0.less' + 'ons.answer_keys.last_use'\n"
-            "        return lambda plan: string.Formatter().get_field(path, [at], {})[0](plan)\n\n"
+            "        path = '0.grad' + 'ing.keys.load'\n"
+            "        return lambda plan: string.Formatter().get_field(path, [at], {})[0]().last_use(plan)\n\n"
             "    my_last_use = _make()\n",
-            "the check's own reference"),
+            "get_field"),             # the hands-off rule names that door (in a kernel the watch refuses the call)
         3: ("import pkgutil\n\nwith exercise(3):\n    def my_fusible(plan):\n"
-            "        return pkgutil.resolve_name('asgteach.lessons.answer' + '_keys:fusible_values')(plan)\n\n"
+            "        return pkgutil.resolve_name('asgteach.grad' + 'ing.keys:load')().fusible_values(plan)\n\n"
             "    bytes_saved = 51712\n", "imports pkgutil"),
+    },
+    {   # the keys' file copied, byte for byte, from where a checkout keeps it (beside the package: at.__file__ names
+        # the folder) into the working folder, and imported as a module of the answer's own, when the function runs:
+        # the sandbox has no such file, and the check says what the answer reached for. (In a student's own kernel in a
+        # clone, which holds the keys and the solutions in plain view anyway, the copy is not the keys' file the watch
+        # knows: practice mode is not where this is refused.) And the lesson's own show_fusion, which finds the chains
+        # exercise 3 asks for, named by its module: the hands-off rule (in a kernel, the check's watch refuses it)
+        2: ("with exercise(2):\n    def my_last_use(plan):\n        root = at.__file__.rsplit('/', 2)[0]\n"
+            "        np.fromfile(root + '/instructor/answer_keys.py', dtype=np.uint8).tofile('mykeys.py')\n"
+            "        import mykeys\n        return mykeys.last_use(plan)\n",
+            "reaches for the check's own reference"),
+        3: ("with exercise(3):\n    def my_fusible(plan):\n"
+            "        return [i for chain in lesson13._chains(plan) for i in chain[:-1]]\n\n"
+            "    bytes_saved = 51712\n", "uses lesson13"),
     },
 ]
 
