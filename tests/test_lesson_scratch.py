@@ -341,3 +341,46 @@ def test_a_class_cell_run_again_is_named_as_the_likely_cause() -> None:
         lesson01b.pow_check(pow_of(Value), fresh)        # the answer still makes the old class's Values
     with pytest.raises(ExerciseError, match=r"run section 2's cell \(Value.backward = backward\) again"):
         lesson01b.pow_check(pow_of(fresh), fresh)        # the new class lost backward()
+
+
+def test_in_the_judge_the_nodes_are_built_where_the_answer_runs_and_the_hook_stands_down(monkeypatch) -> None:
+    """Graded mode, simulated: the checks fetch their builders with on_submission_side (here resolved in this
+    process, as the sandbox resolves them there), and the profile hook, which in the judge would see only the
+    channel to the sandbox, is not set while the student's code runs (the answer's source rules decide there)."""
+    import importlib
+
+    from asgteach.grading import exercises
+
+    asked: list[str] = []
+
+    def resolve(dotted: str):
+        asked.append(dotted)
+        module, _, attr = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), attr)
+
+    monkeypatch.setattr(exercises, "IN_JUDGE", True)
+    monkeypatch.setattr(exercises, "SUBMISSION_SIDE", resolve)
+    before, hooks = sys.getprofile(), []
+
+    def watched_pow(self, n):
+        hooks.append(sys.getprofile())
+        return value_pow(self, n)
+
+    lesson01b.topo_order_check(topo_order)
+    lesson01b.dot_check(dot, Value)
+    lesson01b.pow_check(watched_pow, Value)
+    assert {d.rpartition(".")[2] for d in asked} == {"submission_graph", "submission_expression", "submission_kind"}
+    assert hooks and all(h is before for h in hooks)
+
+    def preorder(root):
+        order, seen, stack = [], set(), [root]
+        while stack:
+            v = stack.pop()
+            if v not in seen:
+                seen.add(v)
+                order.append(v)
+                stack.extend(v.inputs)
+        return order
+
+    with pytest.raises(ExerciseError, match="comes before its input"):
+        lesson01b.topo_order_check(preorder)

@@ -10,17 +10,29 @@ with two referees that share none of the student's code:
 
 Three shortcuts must fail, each with a message that says why:
 
-* handing the work to asgteach inside the answer (``at.grad``, a compiled plan, an op's kernel): while
-  the student's code runs, a profile hook notes every call into the asgteach package (a check's own
-  helpers excepted), and any such call fails the exercise — "plain Python" is the exercise;
+* handing the work to asgteach inside the answer (``at.grad``, a compiled plan, an op's kernel): the
+  exercise's rule (``RULES[n]``: no asgteach) is read from the answer's source, and in a student's kernel,
+  while the student's code runs, a profile hook also notes every call into the asgteach package (a check's
+  own helpers excepted), and any such call fails the exercise — "plain Python" is the exercise. (In the
+  judge of a graded course the hook stands down: the answer runs in the sandbox, and all the hook would see
+  there is the channel to it; the rule, which the judge reads from the answer cell, decides);
 * a derivative computed by finite differences, or the forward value sent back in its place: the op is
   first checked alone, exact to round-off (finite differences agree to ~10 digits only), and the
   message says what the wrong number looks like;
 * a value written for the lesson's one point: every number is drawn fresh.
 
 Each exercise's ``RULES[n]`` (no library's topological sort, no recursion, no asgteach) is read from the
-answer's source before it runs. The lesson imports the three public checks only; this file gives the answers
-away: try the lesson first.
+answer's source before it runs.
+
+What the student's functions take apart is made where they run: the nodes a ``topo_order`` walks
+(:func:`submission_graph`, from a description of the check's graph as plain data), the expressions built
+from the student's ``Value`` and ``dot``/``value_pow`` (:func:`submission_expression`). The checks fetch
+these with ``on_submission_side``: in a student's kernel the functions themselves, in the judge of a graded
+course handles to the sandbox's copies (the student's objects live there, and a judge-side object would not
+answer their attribute reads). What comes back is believed only as far as identity goes: the sort's answer
+is checked against the check's own description, node by node, and every number is compared here.
+
+The lesson imports the three public checks only; this file gives the answers away: try the lesson first.
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ import numpy as np
 
 from ..grading import rules
 from ..grading.rules import STAND_INS, Rule, no_asgteach
-from ..grading.exercises import ExerciseError
+from ..grading.exercises import ExerciseError, in_judge, on_submission_side
 
 __all__ = ["LESSON", "RULES", "topo_order_check", "dot_check", "pow_check"]
 
@@ -107,6 +119,8 @@ class _Guard:
             self.touched = f"{code.co_name} in {where}"
 
     def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if in_judge():       # the student's code runs in the sandbox: the hook would see only the channel
+            return fn(*args)
         previous = sys.getprofile()
         sys.setprofile(self._hook)
         try:
@@ -183,6 +197,7 @@ class _Expression(NamedTuple):
     leaves: tuple[str, ...]
     build: Callable[..., Any]
     positive: bool = False                  # leaves drawn > 0 (a fractional power of a negative number)
+    key: tuple[Any, ...] = ()               # plain data that names it: _expression_for(key) makes it again
 
 
 def _referees(expr: _Expression, values: Sequence[float]) -> tuple[float, np.ndarray, np.ndarray]:
@@ -213,20 +228,38 @@ def _draw(expr: _Expression, rng: np.random.Generator) -> list[float]:
     return [float(v) * float(rng.choice([-1.0, 1.0])) for v in rng.uniform(0.3, 1.5, size=len(expr.leaves))]
 
 
-def _student_run(expr: _Expression, Value: Any, ops: _Ops, values: Sequence[float]) -> tuple[Any, list[Any]]:
-    """Build ``expr`` from the student's Values and ops, and run its backward(): (root, leaves)."""
-    leaves = [Value(v) for v in values]
+def _make_leaves(Value: Any, values: Sequence[float]) -> list[Any]:
+    return [Value(v) for v in values]
+
+
+def _student_run(expr: _Expression, ops: _Ops, leaves: Sequence[Any]) -> Any:
+    """Build ``expr`` on the student's Values ``leaves`` with ``ops``, and run its backward(): the root."""
     root = expr.build(ops, *leaves)
     root.backward()
-    return root, leaves
+    return root
 
 
-def _compare_with_referees(expr: _Expression, Value: Any, ops: _Ops, values: Sequence[float], guard: _Guard,
-                           name: str, hint: str) -> None:
+def submission_expression(key: Sequence[Any], fn: Callable[..., Any], leaves: Sequence[Any]) -> Any:
+    """The expression ``key`` names (``_expression_for``), built where the student's code runs on the student's
+    Values ``leaves`` with the student's op ``fn`` (a dot or a power), swept by its backward(): the root.
+
+    The check fetches this function with ``on_submission_side``: in a graded course the student's Values and
+    functions live in the sandbox, and a judge's own ``+`` or ``*`` of them could not run there.
+    """
+    key = tuple(key)
+    expr = _expression_for(key)
+    ops = _Ops(_value_tanh, fn, _plain_pow) if key[0] == "dot" else _Ops(_value_tanh, _plain_dot, fn)
+    return _student_run(expr, ops, leaves)
+
+
+def _compare_with_referees(expr: _Expression, Value: Any, fn: Callable[..., Any], values: Sequence[float],
+                           guard: _Guard, name: str, hint: str) -> None:
     """The student's value and gradients of ``expr`` at ``values`` against at.grad and central differences."""
     value, by_grad, by_fd = _referees(expr, values)
     at_point = ", ".join(f"{n}={_num(v)}" for n, v in zip(expr.leaves, values))
-    root, leaves = _call(guard, f"{expr.text} (built with your {name})", _student_run, expr, Value, ops, values)
+    call = f"{expr.text} (built with your {name})"
+    leaves = _call(guard, call, _make_leaves, Value, list(values))
+    root = _call(guard, call, on_submission_side(f"{__name__}.submission_expression"), list(expr.key), fn, leaves)
     got_value = float(getattr(root, "data", np.nan))
     if not np.isclose(got_value, value, **_TIGHT):
         raise ExerciseError(f"the value of {expr.text} at {at_point} should be {_num(value)}, your Values give "
@@ -241,6 +274,12 @@ def _compare_with_referees(expr: _Expression, Value: Any, ops: _Ops, values: Seq
 
 
 # --- exercise 1: topo_order on graphs of the check's own ------------------------------------------------
+#
+# A graph of the check is plain data, a _Shape: node k's name and the indices of its inputs (earlier nodes),
+# the root last. The nodes the student's sort walks are built from it where that sort runs
+# (submission_graph, fetched with on_submission_side: in a graded course the sandbox's copy, whose attribute
+# reads the judge could not answer), and the sort's answer is checked against the check's own _Shape, node
+# by node, by identity with what the builder returned. Nothing else the builder says is believed.
 
 class _TooManyReads(Exception):
     """Raised by a node's ``inputs`` once a topological sort has read far more than it needs."""
@@ -266,6 +305,53 @@ class _Node:
 
     def __repr__(self) -> str:
         return f"<node {self.name}>"
+
+
+def submission_graph(names: Sequence[str], inputs: Sequence[Sequence[int]],
+                     budget: int) -> tuple[list[_Node], _Counter]:
+    """The nodes of a graph the check chose, made where the student's code runs: ``(nodes, counter)``.
+
+    Node k is named ``names[k]`` and its ``inputs`` are the nodes ``inputs[k]`` (indices of earlier nodes);
+    ``nodes`` lists them in that order. Every read of ``.inputs`` is counted by ``counter``, and stopped past
+    ``budget`` (a sort that walks every path). The check fetches this function with ``on_submission_side``.
+    """
+    counter = _Counter(int(budget))
+    nodes: list[_Node] = []
+    for name, ins in zip(names, inputs):
+        nodes.append(_Node(str(name), tuple(nodes[int(j)] for j in ins), counter))
+    return nodes, counter
+
+
+class _Shape:
+    """A graph as plain data: node k's name and the indices of its inputs (always earlier nodes); the root last."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.inputs: list[tuple[int, ...]] = []
+
+    def add(self, name: str, *inputs: int) -> int:
+        self.names.append(name)
+        self.inputs.append(tuple(inputs))
+        return len(self.names) - 1
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def budget(self) -> int:
+        """The reads of ``.inputs`` a sort may make: far more than one visit of each node needs."""
+        return 20 * len(self) + 100
+
+    def reachable(self) -> list[int]:
+        """The nodes reachable from the root (the root first), found by the check itself."""
+        root = len(self) - 1
+        seen, todo, found = {root}, [root], [root]
+        while todo:
+            for child in self.inputs[todo.pop()]:
+                if child not in seen:
+                    seen.add(child)
+                    found.append(child)
+                    todo.append(child)
+        return found
 
 
 class _Scalar:
@@ -306,62 +392,84 @@ class _Scalar:
         return f"<{self.name} {self.data:.4g}>"
 
 
-def _inputs_of(node: Any) -> tuple[Any, ...]:
-    return node.own_inputs if isinstance(node, _Node) else tuple(node.inputs)
+def _shape_of(root: _Scalar) -> tuple[_Shape, list[_Scalar]]:
+    """The check's own Values below ``root`` as a _Shape (a post-order of its own, the root last), and them."""
+    order: list[_Scalar] = []
+    index: dict[int, int] = {}
+    stack: list[tuple[_Scalar, bool]] = [(root, False)]
+    while stack:
+        v, expanded = stack.pop()
+        if expanded:
+            index[id(v)] = len(order)
+            order.append(v)
+        elif id(v) not in index:             # a DAG: a node is never below itself on the stack
+            stack.append((v, True))
+            stack.extend((c, False) for c in v.inputs if id(c) not in index)
+    shape = _Shape()
+    for k, v in enumerate(order):
+        name = v.name if not v.inputs else f"{v.name} #{k}"
+        shape.add(name, *(index[id(c)] for c in v.inputs))
+    return shape, order
 
 
-def _name(node: Any) -> str:
-    return repr(getattr(node, "name", node))
+def _built(shape: _Shape, where: str) -> tuple[list[Any], Any]:
+    """The nodes of ``shape`` where the student's code runs, and their read counter (see submission_graph)."""
+    build = on_submission_side(f"{__name__}.submission_graph")
+    made = build(list(shape.names), [list(i) for i in shape.inputs], shape.budget())
+    nodes, counter = made if isinstance(made, (list, tuple)) and len(made) == 2 else (None, None)
+    if not isinstance(nodes, list) or len(nodes) != len(shape) or len({id(n) for n in nodes}) != len(shape):
+        raise ExerciseError(f"the check could not build its graph ({where}) where your code runs: did your answer "
+                            "change the check's module?")
+    return nodes, counter
 
 
-def _reachable(root: Any) -> list[Any]:
-    """Every node reachable from ``root`` (root included), found without recursion by the check itself."""
-    seen, todo, found = {id(root)}, [root], [root]
-    while todo:
-        for child in _inputs_of(todo.pop()):
-            if id(child) not in seen:
-                seen.add(id(child))
-                found.append(child)
-                todo.append(child)
-    return found
-
-
-def _check_order(got: Any, root: Any, where: str) -> None:
-    """``got`` is every node reachable from ``root``, each once, every node after all of its inputs."""
+def _check_order(got: Any, nodes: list[Any], shape: _Shape, where: str) -> list[int]:
+    """``got`` lists every node of ``shape`` reachable from its root, each once, every node after all of its
+    inputs; ``nodes`` are the objects the sort walked, in ``shape``'s order. The indices of ``got``, in its order."""
     if not isinstance(got, (list, tuple)):
         raise ExerciseError(f"topo_order(root) should return a list of the nodes, got {type(got).__name__} "
                             f"({where})")
-    want = _reachable(root)
-    wanted = {id(n) for n in want}
+    want = shape.reachable()
+    wanted = set(want)
+    index = {id(n): k for k, n in enumerate(nodes)}
     position: dict[int, int] = {}
+    order: list[int] = []
     for k, node in enumerate(got):
-        if id(node) not in wanted:
+        i = index.get(id(node))
+        if i is None or nodes[i] is not node or i not in wanted:
             raise ExerciseError(f"topo_order(root) returned {node!r:.60} at position {k}, which is not a node "
                                 f"reachable from the root through .inputs ({where})")
-        if id(node) in position:
+        if i in position:
             times = sum(1 for n in got if n is node)
             raise ExerciseError(
-                f"node {_name(node)} appears {times} times in topo_order(root) ({where}); every node must appear "
-                "exactly once, even one that several nodes use (it is reached along several paths): remember the "
-                "nodes already visited (a set) and skip them")
-        position[id(node)] = k
-    missing = [n for n in want if id(n) not in position]
+                f"node {shape.names[i]!r} appears {times} times in topo_order(root) ({where}); every node must "
+                "appear exactly once, even one that several nodes use (it is reached along several paths): remember "
+                "the nodes already visited (a set) and skip them")
+        position[i] = k
+        order.append(i)
+    missing = [i for i in want if i not in position]
     if missing:
-        names = ", ".join(_name(n) for n in missing[:5]) + (" ..." if len(missing) > 5 else "")
+        names = ", ".join(repr(shape.names[i]) for i in missing[:5]) + (" ..." if len(missing) > 5 else "")
         raise ExerciseError(f"topo_order(root) misses {len(missing)} of the {len(want)} nodes reachable from the "
                             f"root ({where}): {names}. Every node reachable through .inputs must be listed, the "
                             "root and the leaves included")
-    wrong = [(n, c) for n in want for c in _inputs_of(n) if position[id(c)] > position[id(n)]]
+    wrong = [(i, c) for i in want for c in shape.inputs[i] if position[c] > position[i]]
     if wrong:
         node, child = wrong[0]
-        raise ExerciseError(f"node {_name(node)} comes before its input {_name(child)} in topo_order(root) "
-                            f"(positions {position[id(node)]} and {position[id(child)]}, {where}): every node must "
-                            "come after all of its inputs, and the root last (backward() walks the list from its "
-                            "end). Append a node only once all of its inputs are in the list (post-order): push it "
-                            "back, marked, before its inputs, and append it when you meet it again")
+        raise ExerciseError(f"node {shape.names[node]!r} comes before its input {shape.names[child]!r} in "
+                            f"topo_order(root) (positions {position[node]} and {position[child]}, {where}): every "
+                            "node must come after all of its inputs, and the root last (backward() walks the list "
+                            "from its end). Append a node only once all of its inputs are in the list (post-order): "
+                            "push it back, marked, before its inputs, and append it when you meet it again")
+    return order
 
 
-def _run_topo(topo_order: Callable[[Any], Any], root: Any, where: str, counter: _Counter | None = None) -> Any:
+def _over_budget(counter: Any, budget: int) -> bool:
+    reads = getattr(counter, "reads", 0)
+    return type(reads) is int and reads > budget
+
+
+def _run_topo(topo_order: Callable[[Any], Any], root: Any, where: str, counter: Any, budget: int) -> Any:
     try:
         result = topo_order(root)
     except NotImplementedError:
@@ -374,74 +482,79 @@ def _run_topo(topo_order: Callable[[Any], Any], root: Any, where: str, counter: 
             f"of the longest chain, and Python stops at sys.getrecursionlimit() = {sys.getrecursionlimit()}. Keep "
             "the nodes still to visit in a list of your own (a stack) instead of in Python's calls") from None
     except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+        if _over_budget(counter, budget):    # stopped by the nodes (in a graded course it arrives as RemoteError)
+            raise _TooManyReads from None
         raise ExerciseError(f"topo_order(root) raised {type(e).__name__}: {e} ({where})") from e
-    if counter is not None and counter.reads > counter.budget:   # stopped, but the answer swallowed the stop
+    if _over_budget(counter, budget):        # stopped, but the answer swallowed the stop
         raise _TooManyReads
     return result
 
 
-def _read_budget_message(where: str, counter: _Counter, n: int) -> ExerciseError:
+def _read_budget_message(where: str, budget: int, n: int) -> ExerciseError:
     return ExerciseError(
-        f"topo_order(root) read the .inputs of the {n} nodes more than {counter.budget} times ({where}) and was "
+        f"topo_order(root) read the .inputs of the {n} nodes more than {budget} times ({where}) and was "
         "stopped: it walks every PATH to a node, and their number doubles with each diamond. Visit each node once: "
         "remember the nodes already visited (a set) and skip them")
 
 
-def _structure_case(topo_order: Callable[[Any], Any], root: _Node, counter: _Counter, where: str, n: int) -> None:
-    """Sort the graph of ``root`` and check the order; a small graph twice (marks left on the nodes show)."""
-    for attempt in ("", ", called a second time on the same graph")[: 2 if n < 1000 else 1]:
+def _sorted_by_student(topo_order: Callable[[Any], Any], shape: _Shape, where: str, twice: bool) -> list[int]:
+    """Build ``shape`` where the student's sort runs, sort it (twice: marks left on the nodes show), check the
+    order; the node indices in the student's order."""
+    nodes, counter = _built(shape, where)
+    order: list[int] = []
+    for attempt in ("", ", called a second time on the same graph")[: 2 if twice else 1]:
         counter.reads = 0
         try:
-            got = _run_topo(topo_order, root, where + attempt, counter)
+            got = _run_topo(topo_order, nodes[-1], where + attempt, counter, shape.budget())
         except _TooManyReads:
-            raise _read_budget_message(where + attempt, counter, n) from None
+            raise _read_budget_message(where + attempt, shape.budget(), len(shape)) from None
         try:
-            _check_order(got, root, where + attempt)
+            order = _check_order(got, nodes, shape, where + attempt)
         except ExerciseError as e:
             if attempt:
                 raise ExerciseError(f"{e}\n  The first call on this graph was right: does topo_order leave marks on "
                                     "the nodes (an attribute such as v.visited) that the next call finds? Keep the "
                                     "visited set inside the call") from None
             raise
+    return order
 
 
-def _graphs(rng: np.random.Generator) -> Iterator[tuple[str, _Node, _Counter, int]]:
-    """(description, root, counter, node count) for the structure cases, small ones first, made as needed."""
-    def counter_for(n: int) -> _Counter:
-        return _Counter(budget=20 * n + 100)
-
-    c = counter_for(1)
-    yield "a single leaf", _Node("x", (), c), c, 1
-    c = counter_for(2)
-    x = _Node("x", (), c)
-    yield "y = x * x: x is both inputs of y", _Node("y", (x, x), c), c, 2
-    c = counter_for(4)
-    a = _Node("a", (), c)
-    b, cc = _Node("b", (a,), c), _Node("c", (a,), c)
-    yield "a diamond: d reads b and c, which both read a", _Node("d", (b, cc), c), c, 4
+def _graphs(rng: np.random.Generator) -> Iterator[tuple[str, _Shape]]:
+    """(description, graph) for the structure cases, small ones first, made as needed."""
+    s = _Shape()
+    s.add("x")
+    yield "a single leaf", s
+    s = _Shape()
+    x = s.add("x")
+    s.add("y", x, x)
+    yield "y = x * x: x is both inputs of y", s
+    s = _Shape()
+    a = s.add("a")
+    b, c = s.add("b", a), s.add("c", a)
+    s.add("d", b, c)
+    yield "a diamond: d reads b and c, which both read a", s
     depth = int(rng.integers(28, 33))
-    n = 3 * depth + 1
-    c = counter_for(n)
-    top = _Node("x0", (), c)
+    s = _Shape()
+    top = s.add("x0")
     for i in range(depth):
-        left, right = _Node(f"l{i}", (top,), c), _Node(f"r{i}", (top,), c)
-        top = _Node(f"x{i + 1}", (left, right), c)
-    yield f"a chain of {depth} diamonds: x{depth} reaches x0 along 2**{depth} paths", top, c, n
+        left, right = s.add(f"l{i}", top), s.add(f"r{i}", top)
+        top = s.add(f"x{i + 1}", left, right)
+    yield f"a chain of {depth} diamonds: x{depth} reaches x0 along 2**{depth} paths", s
     for k in range(2):
         nodes_count = int(rng.integers(30, 45))
-        c = counter_for(nodes_count + 4)
-        nodes = [_Node(f"leaf{i}", (), c) for i in range(4)]
+        s = _Shape()
+        for i in range(4):
+            s.add(f"leaf{i}")
         for i in range(nodes_count):
-            picks = rng.integers(max(0, len(nodes) - 8), len(nodes), size=int(rng.integers(1, 4)))
-            nodes.append(_Node(f"v{i}", tuple(nodes[int(j)] for j in picks), c))
-        yield (f"a random graph of {len(nodes)} nodes with shared nodes (random graph {k + 1})", nodes[-1], c,
-               len(nodes))
+            picks = rng.integers(max(0, len(s) - 8), len(s), size=int(rng.integers(1, 4)))
+            s.add(f"v{i}", *(int(j) for j in picks))
+        yield f"a random graph of {len(s)} nodes with shared nodes (random graph {k + 1})", s
     length = min(60_000, max(20_000, sys.getrecursionlimit() + 5_000))
-    c = counter_for(length)
-    top = _Node("c0", (), c)
+    s = _Shape()
+    top = s.add("c0")
     for i in range(1, length):
-        top = _Node(f"c{i}", (top,), c)
-    yield f"a chain of {length} nodes, c{length - 1} reads c{length - 2} ... reads c0", top, c, length
+        top = s.add(f"c{i}", top)
+    yield f"a chain of {length} nodes, c{length - 1} reads c{length - 2} ... reads c0", s
 
 
 def _recipe(rng: np.random.Generator, leaves: int, inner: int) -> list[tuple[int, int, int]]:
@@ -465,15 +578,15 @@ def topo_order_check(topo_order: Callable[[Any], Any], trials: int = 2) -> None:
     Structure first, on nodes that have only ``inputs`` (a leaf, x * x, a diamond, a chain of ~30 diamonds that
     a sort without a visited set walks 2**30 times, random graphs with shared nodes, a chain longer than
     Python's recursion limit), each sorted twice (a sort that leaves marks on the nodes fails the second time).
-    Then gradients: fresh random expressions of the check's own Value, ordered by ``topo_order`` and swept
-    backwards, against at.grad and central differences.
+    Then gradients: fresh random expressions of the check's own Value, ordered by ``topo_order`` (on nodes of
+    the same shape, built where it runs) and swept backwards, against at.grad and central differences.
     """
     rules.enforce(topo_order, RULES[1], "topo_order")
     if not callable(topo_order):
         raise ExerciseError(f"topo_order should be a function, got {type(topo_order).__name__}")
     rng = _fresh()
-    for where, root, counter, n in _graphs(rng):
-        _structure_case(topo_order, root, counter, f"on {where}", n)
+    for where, shape in _graphs(rng):
+        _sorted_by_student(topo_order, shape, f"on {where}", twice=len(shape) < 1000)
     for k in range(trials):
         leaves = 3
         expr = _recipe_expression(_recipe(rng, leaves, int(rng.integers(6, 10))), leaves)
@@ -481,8 +594,8 @@ def topo_order_check(topo_order: Callable[[Any], Any], trials: int = 2) -> None:
         value, by_grad, by_fd = _referees(expr, values)
         xs = [_Scalar(v, name=n) for n, v in zip(expr.leaves, values)]
         root = expr.build(_Ops(_value_tanh, _plain_dot, _plain_pow), *xs)
-        got = _run_topo(topo_order, root, f"on {expr.text}")
-        _check_order(got, root, f"on {expr.text}")
+        shape, scalars = _shape_of(root)
+        got = [scalars[i] for i in _sorted_by_student(topo_order, shape, f"on {expr.text}", twice=False)]
         for v in got:
             v.grad = 0.0
         root.grad = 1.0
@@ -519,24 +632,38 @@ def _dot_5(ops: Any, a: Any, b: Any) -> Any:
     return ops.tanh(ops.dot([a, b, a], [a, a, b])) * ops.dot([b], [a])
 
 
-_DOT_EXPRESSIONS = (
+_DOT_EXPRESSIONS = tuple(expr._replace(key=("dot", k)) for k, expr in enumerate((
     _Expression("dot([x], [x])", ("x",), _dot_1),
     _Expression("dot([a, a], [b, c])", ("a", "b", "c"), _dot_2),
     _Expression("dot([a, b], [b, a]) * a", ("a", "b"), _dot_3),
     _Expression("dot([p, q, p], [q, p, c]) + p * q with p = a * b, q = tanh(c)", ("a", "b", "c"), _dot_4),
     _Expression("tanh(dot([a, b, a], [a, a, b])) * dot([b], [a])", ("a", "b"), _dot_5),
-)
-_DOT_ALLOWED = _codes(_student_run, _value_tanh, *(e.build for e in _DOT_EXPRESSIONS))
+)))
+
+
+def submission_kind(out: Any, Value: Any) -> str:
+    """What ``out`` is, said where the student's code runs: "Value" (an instance of the class ``Value`` with a
+    Value's attributes), "older Value" (of a class of that name, not that one), else its type's name.
+
+    The check fetches this function with ``on_submission_side`` (in a graded course ``out`` and ``Value`` live in
+    the sandbox); what it says only picks the message: the check then reads ``out``'s numbers itself.
+    """
+    if isinstance(out, Value) and all(hasattr(out, a) for a in ("data", "grad", "inputs", "_backward")):
+        return "Value"
+    if type(out).__name__ == getattr(Value, "__name__", ""):
+        return "older Value"
+    return type(out).__name__
 
 
 def _not_a_value(call: str, out: Any, Value: Any) -> ExerciseError | None:
     """None when ``out`` is a Value of the class the check was given; else the error that says what it is."""
-    if isinstance(out, Value) and all(hasattr(out, a) for a in ("data", "grad", "inputs", "_backward")):
+    kind = on_submission_side(f"{__name__}.submission_kind")(out, Value)
+    if kind == "Value":
         return None
-    if type(out).__name__ == getattr(Value, "__name__", ""):
+    if kind == "older Value":
         return ExerciseError(f"{call} returned a Value of an older `class Value` than the one the check was given: "
                              "was the class cell run again after this answer? Run the lesson's cells again in order")
-    return ExerciseError(f"{call} should return a Value (one new node), got {type(out).__name__}: {out!r:.60}")
+    return ExerciseError(f"{call} should return a Value (one new node), got {str(kind)[:60]}: {out!r:.60}")
 
 
 def _dot_alone(dot: Callable[..., Any], Value: Any, rng: np.random.Generator) -> None:
@@ -608,10 +735,9 @@ def dot_check(dot: Callable[..., Any], Value: Any, trials: int = 2) -> None:
         raise ExerciseError(f"dot should be a function dot(ws, xs), got {type(dot).__name__}")
     rng = _fresh()
     _dot_alone(dot, Value, rng)
-    ops = _Ops(_value_tanh, dot, _plain_pow)
     for _ in range(trials):
         for expr in _DOT_EXPRESSIONS:
-            _compare_with_referees(expr, Value, ops, _draw(expr, rng), _Guard(_DOT_ALLOWED), "dot",
+            _compare_with_referees(expr, Value, dot, _draw(expr, rng), _Guard(_ALLOWED), "dot",
                                    hint="a Value used several times, inside one dot or by dot and other ops, "
                                         "must receive every contribution, added up")
 
@@ -639,7 +765,22 @@ def _pow_5(ops: Any, x: Any, y: Any, n: float, m: float) -> Any:
 
 
 _POW_BUILDERS = (_pow_1, _pow_2, _pow_3, _pow_4, _pow_5)
-_POW_ALLOWED = _codes(_student_run, _value_tanh, *_POW_BUILDERS)
+#: (text, leaves, builder) of each power expression; the text's {n} and {m} are the exponents
+_POW_EXPRESSIONS = (
+    ("x ** {n}", ("x",), _pow_1),
+    ("tanh(x ** {n}) * y", ("x", "y"), _pow_2),
+    ("(x * y) ** {n} + x", ("x", "y"), _pow_3),
+    ("x ** {n} * x ** {m}", ("x",), _pow_4),
+    ("(x ** {n} + y * y) ** {m}", ("x", "y"), _pow_5),
+)
+
+
+def _pow_expression(k: int, n: float, m: float) -> _Expression:
+    """Power expression ``k`` of _POW_EXPRESSIONS with the exponents n (and m), leaves drawn > 0."""
+    text, leaves, builder = _POW_EXPRESSIONS[k]
+    exponents = {"n": n, "m": m} if "{m}" in text else {"n": n}
+    return _Expression(text.format(n=repr(n), m=repr(m)), leaves, functools.partial(builder, **exponents),
+                       positive=True, key=("pow", k, n, m))
 
 
 def _exponents(rng: np.random.Generator) -> list[float]:
@@ -708,18 +849,28 @@ def pow_check(value_pow: Callable[..., Any], Value: Any, trials: int = 2) -> Non
         raise ExerciseError(f"value_pow should be a function value_pow(x, n), got {type(value_pow).__name__}")
     rng = _fresh()
     _pow_alone(value_pow, Value, rng)
-    ops = _Ops(_value_tanh, _plain_dot, value_pow)
     for _ in range(trials):
         n, m = _exponents(rng)[:2]
-        expressions = [
-            _Expression(f"x ** {n!r}", ("x",), functools.partial(_pow_1, n=n), positive=True),
-            _Expression(f"tanh(x ** {n!r}) * y", ("x", "y"), functools.partial(_pow_2, n=n), positive=True),
-            _Expression(f"(x * y) ** {n!r} + x", ("x", "y"), functools.partial(_pow_3, n=n), positive=True),
-            _Expression(f"x ** {n!r} * x ** {m!r}", ("x",), functools.partial(_pow_4, n=n, m=m), positive=True),
-            _Expression(f"(x ** {n!r} + y * y) ** {m!r}", ("x", "y"), functools.partial(_pow_5, n=n, m=m),
-                        positive=True),
-        ]
-        for expr in expressions:
-            _compare_with_referees(expr, Value, ops, _draw(expr, rng), _Guard(_POW_ALLOWED), "value_pow",
+        for k in range(len(_POW_EXPRESSIONS)):
+            expr = _pow_expression(k, n, m)
+            _compare_with_referees(expr, Value, value_pow, _draw(expr, rng), _Guard(_ALLOWED), "value_pow",
                                    hint="check value_pow alone first: out.data = x ** n, and x.grad += "
                                         "(d(x ** n)/dx) * out.grad")
+
+
+# --- the expressions of exercises 2 and 3, named by plain data ----------------------------------------------
+
+def _expression_for(key: tuple[Any, ...]) -> _Expression:
+    """The expression ``key`` names: ``("dot", k)``, or ``("pow", k, n, m)`` (the check's own tables)."""
+    if key[0] == "dot" and len(key) == 2:
+        return _DOT_EXPRESSIONS[int(key[1])]
+    if key[0] == "pow" and len(key) == 4:
+        k, n, m = key[1:]
+        if all(type(e) in (int, float) for e in (n, m)):
+            return _pow_expression(int(k), n, m)
+    raise ValueError(f"no expression {key!r}")
+
+
+#: the check's own code that runs under the guard's profile hook (the student's Values and op, built and swept)
+_ALLOWED = _codes(_make_leaves, submission_expression, _expression_for, _pow_expression, _student_run, _value_tanh,
+                  _plain_dot, _plain_pow, *(e.build for e in _DOT_EXPRESSIONS), *_POW_BUILDERS)

@@ -6,7 +6,14 @@
   node's rule the planted bug breaks and which input gets the wrong gradient, and compares the student's
   ``culprit_id`` and ``culprit_input`` with that; a wrong node gets a hint that narrows the search (what
   to run, what to compare), never the answer.
-* Exercise 3, ``fixed_div_vjp``: checked in the notebook by ``check_vjp_rule`` on broadcast shapes.
+* Exercise 3, ``fixed_div_vjp``: :func:`div_vjp_check` reads its source first (``RULES[3]``: no rule taken from
+  the library, none derived by ``at.grad``), then ``check_vjp_rule`` gradient-checks it on broadcast shapes.
+  ``check_vjp_rule`` also refuses the library's own rule by identity, which only works where the answer runs
+  in the check's process (a student's kernel): in a graded course the rule is a handle into the sandbox, and
+  ``RULES[3]``, read by the judge from the answer cell, refuses a borrowed rule; so does :func:`div_vjp_check`'s
+  own identity test, against the rules of the library where the answer runs (:func:`submission_library_rules`,
+  handles in a graded course, one handle per sandbox object: ``is`` works), which also sees a rule taken in
+  another cell (``lib = at.ops.REGISTRY["div"].vjp`` in exercise 2's answer, which ``RULES[3]`` does not read).
 
 This file gives the answers away: try the lesson first.
 """
@@ -17,17 +24,36 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..grading.exercises import ExerciseError
+from ..grading import rules
+from ..grading.checks import check_vjp_rule
+from ..grading.exercises import ExerciseError, on_submission_side
 from ..grading.rules import Rule, no_asgteach
+from ..ops import REGISTRY
 from .common import mystery_report
 
-__all__ = ["LESSON", "RULES", "div_culprit"]
+__all__ = ["LESSON", "RULES", "div_culprit", "div_vjp_check", "submission_library_rules"]
 
 LESSON = "04-broadcasting"
+
+#: where the library keeps its backward rules, and the doors to them: the op registry (``at.ops.spec("div").vjp``,
+#: ``REGISTRY``, what ``lookup``/``patched``/``unregister`` hand back), the modules that define the rules, each rule
+#: function by its own name (``_div_vjp``...), and ``at.grad`` (a rule derived from the other ops' rules)
+_LIBRARY_RULES = frozenset({
+    "vjp", "REGISTRY", "spec", "lookup", "patched", "registered", "register", "unregister", "registry", "elementwise",
+    "autograd", "grad", "jvp", "hvp", "astuple", "asdict",
+    *(getattr(entry.vjp, "__name__", "") for entry in REGISTRY.values() if getattr(entry, "vjp", None) is not None),
+} - {"", "<lambda>"})
 
 #: exercise -> what its answer may not use (the notebook's text states each one)
 RULES: dict[int, Rule] = {
     1: no_asgteach("numpy only: the reduction is the exercise"),
+    3: Rule(why="write division's backward rule yourself, in graph ops from c.inputs, c.out and g: the library's own "
+                "backward rule (at.ops.spec(...).vjp, REGISTRY) is what the exercise asks you to write, and at.grad "
+                "would derive it from the other ops' rules",
+            imports=frozenset({"asgteach.ops.registry", "asgteach.ops.elementwise", "asgteach.autograd",
+                               "asgteach.grad", "asgteach.vjp", "asgteach.jvp", "asgteach.hvp", "asgteach.ops.spec",
+                               "asgteach.ops.REGISTRY", "asgteach.ops.lookup", "asgteach.ops.patched"}),
+            names=_LIBRARY_RULES - {"grad"}, attrs=_LIBRARY_RULES),
 }
 
 
@@ -51,3 +77,26 @@ def div_culprit(culprit_id: Any, culprit_input: Any, loss: Any, inputs: Sequence
     if culprit_input != truth.input_index:
         raise ExerciseError(f"node #{node.id} is the culprit, but input {culprit_input!r} is not the one whose "
                             "gradient is off: which of its inputs was broadcast?")
+
+
+def submission_library_rules() -> list[tuple[str, Any]]:
+    """``(op, backward rule)`` of every op of the library where the student's code runs; the check fetches this
+    function with ``on_submission_side`` and compares the student's rule with each by identity."""
+    return [(name, entry.vjp) for name, entry in REGISTRY.items() if getattr(entry, "vjp", None) is not None]
+
+
+def div_vjp_check(rule: Any, cases: Sequence[Sequence[tuple[int, ...]]]) -> None:
+    """Exercise 3: ``fixed_div_vjp(c, g)``, division's backward rule written in graph ops.
+
+    Its source first (``RULES[3]``: neither the library's rule nor ``at.grad``), then the rule itself: not one of
+    the library's where it runs (by identity), and ``check_vjp_rule``: patched in for ``div``, it must give the
+    gradients of central differences on each case's broadcast shapes.
+    """
+    rules.enforce(rule, RULES[3], "fixed_div_vjp")
+    library = on_submission_side(f"{__name__}.submission_library_rules")()
+    borrowed = [entry[0] for entry in library if isinstance(entry, (list, tuple)) and len(entry) == 2
+                and entry[1] is rule]
+    if borrowed:
+        raise ExerciseError(f"your rule is the library's own backward rule of {borrowed[0]!r}: the exercise asks you "
+                            "to write it (in graph ops, from c.inputs, c.out and g)")
+    check_vjp_rule("div", rule, cases=cases)

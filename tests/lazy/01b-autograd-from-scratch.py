@@ -39,6 +39,19 @@ MORE = [
         3: ("with exercise(3):\n    def value_pow(self, n):\n        import asgteach\n"
             "        return Value(self.data ** n)\n    Value.__pow__ = value_pow\n", "asgteach"),
     },
+    {   # dot's _backward handed to asgteach (at.grad of the sum): in a graded course the profile hook stands down
+        # (the answer runs in the sandbox), and the exercise's rule (no asgteach) is what refuses it
+        2: ("with exercise(2):\n    def dot(ws, xs):\n"
+            "        out = Value(sum(w.data * x.data for w, x in zip(ws, xs)), (*ws, *xs), 'dot')\n\n"
+            "        def _backward():\n            with at.Graph():\n"
+            "                w_t = at.input('w', (len(ws),))\n                x_t = at.input('x', (len(xs),))\n"
+            "                dw, dx = at.grad(at.sum(w_t * x_t), [w_t, x_t])\n"
+            "            gw, gx = at.run([dw, dx], {w_t: [w.data for w in ws], x_t: [x.data for x in xs]})\n"
+            "            for w, x, a, b in zip(ws, xs, gw, gx):\n"
+            "                w.grad += float(a) * out.grad\n                x.grad += float(b) * out.grad\n"
+            "        out._backward = _backward\n        return out\n",
+            "uses asgteach"),
+    },
 ]
 
 # honest answers in other styles than the reference: each list entry a submission that must score full marks

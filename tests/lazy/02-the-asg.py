@@ -27,6 +27,26 @@ MORE = [
              '        return {n.id: v for n, v in zip(graph.nodes, vals)}\n'),
             'may not'),
     },
+    {   # the graph run by a backend's reference interpreter: `without(at.run...)` is inert in a graded course (the
+        # answer runs in the sandbox), and the exercise's rule (no whole-graph evaluator) is what refuses it
+        2: (('from asgteach.backends.reference import interpret\n'
+             'with exercise(2):\n'
+             '    def evaluate(graph, feeds):\n'
+             '        ids = [n.id for n in graph.nodes]\n'
+             '        return dict(zip(ids, interpret(graph, ids, feeds)))\n'),
+            'evaluate must call each node'),
+    },
+    {   # at.run held under another name, in exercise 1's cell (which exercise 2's rule does not read): the check runs
+        # evaluate under `without` where evaluate runs (the sandbox, in a graded course), which sees the call
+        1: (('with exercise(1):\n'
+             '    go_all = at.run\n'),
+            'did not define'),
+        2: (('with exercise(2):\n'
+             '    def evaluate(graph, feeds):\n'
+             '        ids = [n.id for n in graph.nodes]\n'
+             '        return dict(zip(ids, go_all([at.Tensor(graph, i) for i in ids], feeds)))\n'),
+            'evaluate must call each node'),
+    },
 ]
 
 # honest answers in other styles than the reference: each a submission that must score full marks

@@ -22,6 +22,28 @@ MORE = [
              "    fixed_div_vjp = registry.spec('div').vjp\n"),
             "the library's own backward rule"),
     },
+    {   # the library's rule through the registry (a handle in a graded course: check_vjp_rule's identity test
+        # cannot see it there, the exercise's rule does), then one derived by at.grad from the other ops' rules
+        3: (('with exercise(3):\n'
+             "    fixed_div_vjp = at.ops.REGISTRY['div'].vjp\n"),
+            "the library's own backward rule"),
+    },
+    {
+        3: (('with exercise(3):\n'
+             '    def fixed_div_vjp(c, g):\n'
+             '        a, b = c.inputs\n'
+             '        return tuple(at.grad(at.sum(g * a * b ** -1.0), [a, b]))\n'),
+            'at.grad would derive it'),
+    },
+    {   # the library's rule taken in exercise 2's cell (which exercise 3's rule does not read): the check compares
+        # the rule by identity with the library's rules where it runs (handles of the sandbox's, in a graded course)
+        2: (('with exercise(2):\n'
+             "    lib = at.ops.REGISTRY['div'].vjp\n"),
+            'did not define'),
+        3: (('with exercise(3):\n'
+             '    fixed_div_vjp = lib\n'),
+            "the library's own backward rule"),
+    },
 ]
 
 # honest answers in other styles than the reference: each a submission that must score full marks
