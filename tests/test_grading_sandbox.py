@@ -334,3 +334,22 @@ def test_a_cell_that_breaks_its_rule_does_not_run_so_a_later_answer_cannot_use_w
     assert not verdicts[1].passed and "imports os" in verdicts[1].message
     assert not verdicts[2].passed and "helper" in verdicts[2].message, verdicts[2].message
     assert 1 not in outputs                                        # the broken cell never ran
+
+
+def test_what_an_earlier_cell_binds_from_a_refused_name_is_refused_in_the_later_exercise() -> None:
+    """Lesson 02's exercise 2 may not use at.run; exercise 1 may. An alias or a helper made in exercise 1's cell and
+    used in exercise 2's is the same shortcut: refused there. A value computed with it is data, and stays allowed."""
+    needs_sandbox()
+    helper = "def helper(graph, feeds):\n    return at.run(graph.nodes, feeds)\n"
+    for smuggle, refused in [("go = at.run\n", "go"), (helper, "helper"), ("s_value = at.run(1.0)\n", None)]:
+        nb = _notebook(("context", IMPORTS),
+                       ("answer1", smuggle + "with exercise(1):\n    pass\n"),
+                       ("check1", "with check(1, graded=True):\n    pass\n"),
+                       ("answer2", "with exercise(2):\n    def evaluate(graph, feeds):\n"
+                                   f"        return {refused or 's_value'}\n"),
+                       ("check2", "with check(2, graded=True):\n    pass\n"))
+        verdicts, _ = judge_with_outputs(nb, "02-the-asg", source_nb=nb, limits=Limits(time=60, request_time=30))
+        if refused:
+            assert not verdicts[2].passed and f"uses {refused}, which an earlier cell made" in verdicts[2].message
+        else:
+            assert verdicts[2].passed, verdicts[2].message

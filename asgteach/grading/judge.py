@@ -120,6 +120,7 @@ def notebook_cells(nb: dict[str, Any], source_nb: dict[str, Any] | None = None) 
 
 
 def _rule_problems(cells: list[dict[str, Any]], lesson: str) -> dict[int, str]:
+    """exercise -> why it fails on its source: its own cells break a rule, or use what an earlier cell smuggled in."""
     found: dict[int, str] = {}
     for cell in cells:
         n = cell["exercise"]
@@ -132,7 +133,73 @@ def _rule_problems(cells: list[dict[str, Any]], lesson: str) -> dict[int, str]:
             if bad:
                 found[n] = (f"exercise {n}: your answer cell {bad[0]}, which a graded answer may not: {rule.why}")
                 break
+    for i, cell in enumerate(cells):
+        n = cell["exercise"]
+        rule = rule_for(lesson, n) if n is not None and cell["kind"] in ("answer", "other") else None
+        if rule is None or n in found:
+            continue
+        smuggled = _smuggled(cells[:i], n, rule)
+        used = _names_read(cell["source"]) & set(smuggled)
+        if used:
+            name = sorted(used)[0]
+            found[n] = (f"exercise {n}: your answer uses {name}, which an earlier cell made from what this exercise's "
+                        f"answer may not use ({smuggled[name]}): {rule.why}")
     return found
+
+
+def _smuggled(earlier: list[dict[str, Any]], n: int, rule: Any) -> dict[str, str]:
+    """Names that earlier answer cells (of other exercises) bind to what exercise ``n``'s rule refuses: a function or
+    class whose code uses it, an alias of it (``go = at.run``, an import, a default argument), not a plain value
+    computed with it (``s_value = at.run(s, feeds)`` is data). name -> the problem, as problems() words it."""
+    out: dict[str, str] = {}
+    for cell in earlier:
+        if cell["kind"] not in ("answer", "other") or cell["exercise"] == n:
+            continue
+        try:
+            tree = ast.parse("\n".join(("pass" if ln.lstrip().startswith(("%", "!")) else ln)
+                                       for ln in cell["source"].splitlines()))
+        except SyntaxError:
+            continue
+        todo: list[ast.stmt] = list(tree.body)
+        while todo:
+            stmt = todo.pop(0)
+            if isinstance(stmt, (ast.With, ast.If, ast.For, ast.While, ast.Try)):
+                todo.extend(c for c in ast.iter_child_nodes(stmt) if isinstance(c, ast.stmt))
+                continue
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+                parts, names = [stmt], _bound_by(stmt)
+            elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                value = stmt.value
+                parts = ([*value.args, *(k.value for k in value.keywords)] if isinstance(value, ast.Call)
+                         else [value])          # a call's result is data; what it is handed may be a reference
+                names = _bound_by(stmt)
+            else:
+                continue
+            for part in parts:
+                bad = problems(ast.unparse(part), rule)
+                if bad:
+                    for name in names:
+                        out.setdefault(name, bad[0].split(": ", 1)[-1])
+                    break
+    return out
+
+
+def _bound_by(stmt: ast.stmt) -> set[str]:
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)}
+
+
+def _names_read(source: str) -> set[str]:
+    try:
+        tree = ast.parse("\n".join(("pass" if ln.lstrip().startswith(("%", "!")) else ln)
+                                   for ln in source.splitlines()))
+    except SyntaxError:
+        return set()
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
 # --- the names a check reads ---------------------------------------------------------------------------
