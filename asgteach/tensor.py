@@ -270,3 +270,12 @@ class Tensor:
 
     def softmax(self, axis: int = -1) -> "Tensor":
         return _ops().softmax(self, axis=axis)
+
+    # -- gradient control ------------------------------------------------------------
+    def detach(self) -> "Tensor":
+        """``at.stop_gradient(self)`` by PyTorch's name: the same values, a constant for ``at.grad`` and ``at.jvp``.
+
+        Unlike PyTorch's, it copies nothing and shares nothing: it appends a stop_gradient node to the
+        graph, the wall that the graph view draws and that the gradient does not cross.
+        """
+        return _ops().stop_gradient(self)

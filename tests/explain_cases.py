@@ -538,3 +538,6 @@ case("avg_pool2d", Case(inputs(normal(*_PX)), lambda x: apply("avg_pool2d", x, *
                         lambda x, y, g: (avg_pool_grad_ref(g, x.shape),)))
 case("avg_pool2d_grad", Case(inputs(normal(*_PY)), lambda g: apply("avg_pool2d_grad", g, x_shape=_PX, **_POOL),
                              lambda g: avg_pool_grad_ref(g, _PX), lambda g, y, u: (avg_pool_ref(u),)))
+
+# --- gradient control: the identity forward, a wall backward (a zero-gradient op: its vjp text says 0) --------
+case("stop_gradient", unary(lambda x: x, lambda x, y: 0.0, label="stop_gradient"))

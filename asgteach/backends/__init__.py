@@ -13,6 +13,13 @@ this module's business but rides on the graph, in the field it declares for it
 weakly by graph here would keep every graph alive through its own plans, while a field dies
 with the graph. It forgets the plans of nodes the graph has released (``Graph.collect``), so
 re-running a notebook cell does not pile up plans and their buffers.
+
+Training or evaluation is decided when a graph RUNS, not when it is built (``nn.Module``):
+some inputs take a value that the mode decides, not the caller's data. :func:`mode_feeds`
+says which value: a dropout mask (``meta["random"] == "dropout"``: a fresh draw in training,
+ones in evaluation) and a BatchNorm's flag (``meta["mode"] == "training"``: 1.0 or 0.0). A
+BatchNorm's running statistics (``meta["buffer"]``) are state, not mode: a Trainer feeds its own;
+``run`` feeds what the caller gives, else their first values (``meta["fill"]``).
 """
 
 from __future__ import annotations
@@ -23,13 +30,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..graph import Graph, ReleasedError
+from ..graph import Graph, Node, ReleasedError
 from ..ops.registry import generation as ops_generation
 from ..tensor import Tensor
-from .common import FeedError, KernelError, NumericsError  # noqa: F401
+from .common import FeedError, KernelError, NumericsError, resolve_feeds  # noqa: F401
 
-__all__ = ["get_backend", "available", "describe", "run", "compile", "BackendUnavailable",
-           "FeedError", "KernelError", "NumericsError"]
+__all__ = ["get_backend", "available", "describe", "run", "compile", "mode_inputs", "mode_feeds",
+           "BackendUnavailable", "FeedError", "KernelError", "NumericsError"]
 
 _MODULES = {"numpy": "asgteach.backends.numpy_backend", "wgpu": "asgteach.backends.wgpu_backend",
             # the reference interpreter itself, as a backend: slow, and every line of it readable
@@ -94,6 +101,8 @@ class PlanCache:
     collections: int = 0
     #: the op registry's generation the plans were compiled under (``ops.registry.generation``)
     generation: int = 0
+    #: output ids -> the inputs among their ancestors that ``run`` may feed itself (:func:`mode_inputs`)
+    modal: dict[tuple[int, ...], tuple[Node, ...]] = field(default_factory=dict)
 
 
 def cached_plans(graph: Graph) -> dict[Any, Any]:
@@ -109,6 +118,8 @@ def cached_plans(graph: Graph) -> dict[Any, Any]:
         released = graph.released
         for key in [k for k in cache.plans if any(i in released for i in k[1])]:
             del cache.plans[key]
+        for ids in [k for k in cache.modal if any(i in released for i in k)]:
+            del cache.modal[ids]
         cache.collections = graph.collections
     return cache.plans
 
@@ -142,18 +153,92 @@ def compile(outputs: Sequence[Tensor], backend: str = "numpy", optimize: bool = 
     return plan
 
 
+def mode_inputs(graph: Graph, ids: Sequence[int]) -> list[Node]:
+    """The inputs ``ids`` depend on whose value a runner supplies: dropout masks and BatchNorm's training
+    flags (:func:`mode_feeds`) and BatchNorm's running statistics (``meta["buffer"]``), in graph order."""
+    return [n for n in (graph.nodes[i] for i in graph.ancestors(list(ids)))
+            if n.op == "input" and ("random" in n.meta or "mode" in n.meta or "buffer" in n.meta)]
+
+
+def mode_feeds(nodes: Sequence[Node], training: bool, rng: np.random.Generator | None = None,
+               dtype: Any = np.float32) -> dict[int, np.ndarray]:
+    """What the mode feeds ``nodes`` (node id -> array; nodes that are not mode inputs are left out).
+
+    - A dropout mask (``meta["random"] == "dropout"``, ``nn.Dropout``): in training a fresh draw from
+      ``rng``, each element kept with probability ``1 - p`` and scaled by ``1 / (1 - p)`` ("inverted
+      dropout": the expected value of every activation is what it is without dropout); in evaluation
+      ones, so dropout does nothing. A draw advances ``rng``; evaluation draws nothing.
+    - A training flag (``meta["mode"] == "training"``, ``nn.BatchNorm1d``/``2d``): 1.0 in training (the
+      batch's statistics), 0.0 in evaluation (the running ones).
+    """
+    out = {}
+    for n in nodes:
+        if n.meta.get("random") == "dropout":
+            p = n.meta["p"]
+            if training:
+                if rng is None:
+                    raise ValueError(f"mode_feeds: input '{n.name}' is a dropout mask; training draws it from a "
+                                     f"random generator: pass rng=")
+                keep = rng.random(n.shape) >= p
+                out[n.id] = (keep / (1.0 - p)).astype(dtype)
+            else:
+                out[n.id] = np.ones(n.shape, dtype)
+        elif n.meta.get("mode") == "training":
+            out[n.id] = np.asarray(1.0 if training else 0.0, dtype)
+    return out
+
+
+def _feeds_for_mode(graph: Graph, ids: tuple[int, ...], feeds: Mapping[Any, Any], training: bool, rng: Any,
+                    dtype: Any) -> Mapping[Any, Any]:
+    """``feeds`` plus what ``run`` supplies itself: the mode's values and the running statistics not given."""
+    cached_plans(graph)   # (prunes the cache of released nodes)
+    cache = graph.plan_cache
+    nodes = cache.modal.get(ids)
+    if nodes is None:
+        nodes = cache.modal[ids] = tuple(mode_inputs(graph, ids))
+    if not nodes:
+        return feeds
+    given = resolve_feeds(graph, feeds)
+    todo = [n for n in nodes if n.id not in given]
+    if not todo:
+        return feeds
+    if dtype is None:   # the precision the feeds ask for, as the plan picks it (float64 when none is float)
+        floats = [a.dtype for a in map(np.asarray, given.values()) if a.dtype.kind == "f"]
+        dtype = np.result_type(*floats) if floats else np.float64
+    if training and any("random" in n.meta for n in todo) and not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    extra: dict[Any, Any] = mode_feeds(todo, training, rng, dtype)
+    for n in todo:
+        if "buffer" in n.meta:
+            extra[n.id] = np.full(n.shape, n.meta["fill"], dtype)
+    return {**feeds, **extra}
+
+
 def run(
     outputs: Tensor | Sequence[Tensor],
     feeds: Mapping[Any, Any] | None = None,
     backend: str = "numpy",
+    training: bool = False,
+    rng: int | np.random.Generator | None = None,
     **options: Any,
 ) -> Any:
     """Run the graph: the values of ``outputs`` given ``feeds`` ({Tensor or name: array}).
 
     Returns a list of numpy arrays (one array if ``outputs`` is a single Tensor).
     Options go to ``Plan.run`` (``dtype=``, ``on_nan=``).
+
+    ``training``: the mode, for the inputs a runner feeds (:func:`mode_feeds`) that ``feeds`` leaves out.
+    False (evaluation, the default): dropout masks of ones, BatchNorm normalises with its running
+    statistics. True: fresh dropout masks drawn from ``rng`` (a ``np.random.Generator``, which the draw
+    advances, or a seed; None: fresh entropy, as PyTorch without ``manual_seed``), BatchNorm with the
+    batch's statistics. BatchNorm's running statistics are the ones fed by name
+    (``{"bn.running_mean": ..., **trainer.buffers}``), else a fresh layer's (mean 0, variance 1); ``run``
+    updates nothing, in either mode: a Trainer keeps the running statistics (``trainer.buffers``).
     """
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
-    values = compile(outs, backend).run(feeds or {}, **options)
+    plan = compile(outs, backend)
+    feeds = _feeds_for_mode(plan.graph, tuple(t.node_id for t in outs), feeds or {}, training, rng,
+                            options.get("dtype"))
+    values = plan.run(feeds, **options)
     return values[0] if single else values

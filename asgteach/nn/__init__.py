@@ -21,5 +21,6 @@ from .losses import (  # noqa: F401
     nll_loss, one_hot,
 )
 from .module import Module, Sequential  # noqa: F401
+from .normalization import BatchNorm1d, BatchNorm2d  # noqa: F401
 from .recurrent import GRUCell, LSTMCell  # noqa: F401
 from .trainer import CheckpointWarning, Trainer, WeightsFileError  # noqa: F401

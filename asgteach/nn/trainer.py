@@ -5,11 +5,13 @@
 1. finds the parameters the loss depends on and draws their first values (seeded);
 2. appends the backward graph (``at.grad(loss, params)``);
 3. appends the optimizer's update rule (new parameter values as graph ops);
-4. compiles ONE plan whose outputs are the loss, the new parameters and the new
-   optimizer state.
+4. compiles ONE plan whose outputs are the loss, the new parameters, the new
+   optimizer state and the next values of the layers' buffers (BatchNorm's running
+   statistics).
 
 Then every step of ``fit`` is a single ``plan.run``: feed the batch, the current
-parameters and state, the learning rate and step number; keep what comes out.
+parameters, state and buffers, the learning rate and step number, and what the mode
+decides (fresh dropout masks, BatchNorm's training flag = 1); keep what comes out.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from ..autograd import grad
 from ..backends import compile as _compile
+from ..backends import mode_feeds, mode_inputs
 from ..backends.common import FeedError, NumericsError, resolve_feeds
 from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
@@ -39,10 +42,12 @@ from .optim import ConstantLR, Optimizer
 __all__ = ["Trainer", "WeightsFileError", "CheckpointWarning", "CHECKPOINT_VERSION"]
 
 #: The checkpoint format ``Trainer.save`` writes (metadata "format_version"). 1: parameters only (files
-#: without the key); 2: also the optimizer state, the step, the loss history and the dropout generator.
+#: without the key); 2: also the optimizer state, the step, the loss history, the dropout generator and
+#: the buffers (BatchNorm's running statistics; a model without buffers writes none).
 CHECKPOINT_VERSION = 2
 _RESERVED = "@"                 # tensor names a checkpoint keeps for itself; parameters may not start with it
 _STATE = "@optimizer/"          # + the optimizer state input's name: "@optimizer/adam.m[net.0.weight]"
+_BUFFER = "@buffers/"           # + the buffer's name: "@buffers/bn.running_mean"
 _HISTORY = "@trainer/history"   # the losses so far
 
 
@@ -79,7 +84,13 @@ class Trainer:
         if not self.param_tensors:
             raise ValueError("Trainer: the loss depends on no parameters; nothing to train")
         _check_unique_names(self.param_tensors)
-        self.random_inputs = [n for n in ancestors if n.op == "input" and "random" in n.meta]
+        modal = mode_inputs(g, [loss.node_id])
+        self.mode_inputs = [n for n in modal if "buffer" not in n.meta]   # fed by the mode (random_feeds)
+        self.random_inputs = [n for n in modal if "random" in n.meta]     # (those that draw: dropout masks)
+        # Buffers (BatchNorm's running statistics) are inputs whose next value the graph computes, as
+        # optimizer state: the Trainer feeds them, and keeps the next values after each accepted step.
+        self.buffer_inputs = [Tensor(g, n.id) for n in modal if "buffer" in n.meta]
+        _check_unique_names(self.buffer_inputs, "buffers")
         # The first values are numpy work (random draws, a cast to float32) that lets go of the GIL: they
         # are drawn on a second thread while this one builds the backward and optimizer graphs and the plan.
         params, dtype_ = self.param_tensors, self.dtype
@@ -95,12 +106,17 @@ class Trainer:
                 self.lr_input = _input(f"{optimizer.name}.lr", (), graph=g)
                 self.step_input = _input(f"{optimizer.name}.step", (), graph=g)
                 self.update = optimizer.build(self.param_tensors, self.grads, self.lr_input, self.step_input)
-            self._outputs = [loss, *self.update.new_params, *self.update.state_out]
+            buffers_next = [Tensor(g, t.node.meta["next"]) for t in self.buffer_inputs]
+            self._outputs = [loss, *self.update.new_params, *self.update.state_out, *buffers_next]
             self._plan = _compile(self._outputs, backend)
             self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
-            self._held_ids = frozenset(self._targets)
+            self._buffer_ids = [t.node_id for t in self.buffer_inputs]
+            self._held_ids = frozenset((*self._targets, *self._buffer_ids))
             # A GPU plan can keep parameters and optimizer state on the device: after each run
             # it copies the new values over the old ones there, so a step uploads only the batch.
+            # Buffers are not kept there: their next values are computed in the forward pass, before
+            # the device's NaN check (wgpu_gate) that guards the updates, so they are read back with
+            # the loss and fed again (a few numbers per channel), and a refused step keeps them too.
             self._device_held = hasattr(self._plan, "bind_updates")
             if self._device_held:
                 self._plan.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
@@ -110,6 +126,7 @@ class Trainer:
         self._values: dict[int, np.ndarray] = first.result()
         for s, init in zip(self.update.state_in, self.update.state_init):   # (the Update is ours alone: no copy)
             self._values[s.node_id] = np.asarray(init, dtype=self.dtype)
+        self._values.update({b.node_id: np.full(b.shape, b.node.meta["fill"], self.dtype) for b in self.buffer_inputs})
         self._upload_values = True   # the device copy must be (re)written from self._values
         self._stale = False          # self._values is behind the device copy
         self.step = 0
@@ -118,7 +135,8 @@ class Trainer:
     # -- the values -------------------------------------------------------------------------
     @property
     def plan(self) -> Any:
-        """The compiled training step: outputs are [loss, new parameters..., new optimizer state...]."""
+        """The compiled training step: outputs are [loss, new parameters..., new optimizer state..., next
+        buffers...]."""
         return self._plan
 
     @property
@@ -127,10 +145,20 @@ class Trainer:
         self._sync()
         return {t.name: self._values[t.node_id].copy() for t in self.param_tensors}
 
+    @property
+    def buffers(self) -> dict[str, np.ndarray]:
+        """Current buffers by name (copies): ``{"bn.running_mean": ..., "bn.running_var": ...}``.
+
+        A buffer is a layer's state that training updates but no gradient moves: BatchNorm's
+        running statistics. Each accepted training step replaces it by the value the graph
+        computed (``meta["next"]``); ``run`` (evaluation) reads it; checkpoints keep it."""
+        return {t.name: self._values[t.node_id].copy() for t in self.buffer_inputs}
+
     def held_values(self) -> dict[int, np.ndarray]:
         """{node id: value} for everything the Trainer feeds besides your data: parameters,
-        optimizer state, and dropout masks in evaluation mode (all ones). Views and tools
-        use it to run other outputs of the graph with the current weights."""
+        optimizer state, buffers, and what evaluation feeds (dropout masks of ones, BatchNorm's
+        training flag 0). Views and tools use it to run other outputs of the graph with the
+        current weights."""
         self._sync()
         return {**self._values, **self.random_feeds(False)}
 
@@ -147,31 +175,25 @@ class Trainer:
         for nid, v in resolve_feeds(self.graph, feeds).items():
             if nid in self._held_ids:   # the Trainer's own value would silently win: say so instead
                 node = self.graph.nodes[nid]
+                how = ("tr.load(path)" if "buffer" in node.meta else
+                       f"Trainer(..., initial={{'{node.name}': array}}) or tr.load(path)")
                 raise FeedError(f"{node.op} '{node.name}' is held by this Trainer (its current value is used on every "
-                                f"step), so a feed for it would be ignored; to set parameters use "
-                                f"Trainer(..., initial={{'{node.name}': array}}) or tr.load(path)")
+                                f"step), so a feed for it would be ignored; to set it use {how}")
             a = np.asarray(v)
             out[nid] = a.astype(self.dtype) if a.dtype.kind == "f" and a.dtype != self.dtype else a
         return out
 
     def random_feeds(self, training: bool) -> dict[int, np.ndarray]:
-        """What the Trainer feeds its random inputs (node id -> array): a dropout layer's mask.
+        """What the Trainer feeds the inputs the mode decides (node id -> array): a dropout layer's mask,
+        a BatchNorm layer's training flag (``backends.mode_feeds``, which ``at.run`` uses too).
 
-        In training (``training=True``, as each step does) a fresh draw from the Trainer's generator:
+        In training (``training=True``, as each step does) a fresh mask from the Trainer's generator:
         each element kept with probability ``1 - p`` and scaled by ``1 / (1 - p)`` ("inverted dropout",
-        so the expected value of every activation is what it is without dropout); in evaluation
-        (``run``) ones, so dropout does nothing. A draw advances the generator, as a step does.
+        so the expected value of every activation is what it is without dropout), and flag 1.0 (batch
+        statistics); in evaluation (``run``) ones and 0.0 (running statistics). A draw advances the
+        generator, as a step does.
         """
-        out = {}
-        for n in self.random_inputs:
-            if n.meta["random"] == "dropout":
-                p = n.meta["p"]
-                if training:
-                    keep = self.rng.random(n.shape) >= p
-                    out[n.id] = (keep / (1.0 - p)).astype(self.dtype)
-                else:
-                    out[n.id] = np.ones(n.shape, self.dtype)
-        return out
+        return mode_feeds(self.mode_inputs, training, self.rng, self.dtype)
 
     # -- training -----------------------------------------------------------------------------
     def train_step(self, feeds: Mapping[Any, Any]) -> float:
@@ -186,7 +208,8 @@ class Trainer:
         """
         lr = self.scheduler(self.optimizer.lr, self.step)
         rng_state = self.rng.bit_generator.state if self.random_inputs else None   # (dropout draws from it)
-        held = self._values if (self._upload_values or not self._device_held) else {}
+        held = (self._values if (self._upload_values or not self._device_held) else
+                {nid: self._values[nid] for nid in self._buffer_ids})   # (buffers are fed on every step)
         all_feeds = {**self._cast(feeds), **self.random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
@@ -207,6 +230,9 @@ class Trainer:
         else:
             for nid, value in zip(self._targets, outs[1:]):
                 self._values[nid] = value
+        if self._buffer_ids:
+            for nid, value in zip(self._buffer_ids, outs[len(outs) - len(self._buffer_ids):]):
+                self._values[nid] = value
         self.step += 1
         loss = float(outs[0])
         self.history.append(loss)
@@ -226,8 +252,9 @@ class Trainer:
                 return
             found = ("the GPU found a gradient or the loss not finite, but numpy computes finite values from the "
                      "same feeds: a GPU kernel differs from numpy here; please report it")
-        raise NumericsError(f"{found}\n  this training step was not applied: the parameters, the optimizer state "
-                            f"and the step count ({self.step}) are as they were before it")
+        raise NumericsError(f"{found}\n  this training step was not applied: the parameters, the optimizer state"
+                            f"{', the buffers' if self._buffer_ids else ''} and the step count ({self.step}) are as "
+                            f"they were before it")
 
     def fit(
         self,
@@ -296,6 +323,8 @@ class Trainer:
           (``@optimizer/adamw.m[net.0.weight]`` is AdamW's running mean of that weight's gradient;
           SGD keeps a ``momentum``, RMSprop a ``square_avg``). Names starting with ``@`` are the
           checkpoint's own: no parameter may use one;
+        - each buffer (BatchNorm's running statistics) under ``@buffers/`` + its name
+          (``@buffers/bn.running_var``);
         - ``@trainer/history``: the loss of every step so far;
         - metadata (strings): the format and its version, the optimizer's name, class and
           hyper-parameters, the step (Adam's bias correction and the learning-rate schedule both
@@ -317,6 +346,8 @@ class Trainer:
         tensors = {t.name: np.ascontiguousarray(self._values[t.node_id]) for t in self.param_tensors}
         for s in self.update.state_in:
             tensors[_STATE + s.name] = np.ascontiguousarray(self._values[s.node_id])
+        for b in self.buffer_inputs:
+            tensors[_BUFFER + b.name] = np.ascontiguousarray(self._values[b.node_id])
         tensors[_HISTORY] = np.asarray(self.history, np.float64)
         opt = self.optimizer
         metadata = {
@@ -334,7 +365,7 @@ class Trainer:
         """Read a checkpoint written by :meth:`save` and go on from where it was saved.
 
         From a checkpoint of this same optimizer (same name, same state tensors) everything comes
-        back: parameters, optimizer state, step (so the schedule and Adam's bias correction go on),
+        back: parameters, buffers, optimizer state, step (so the schedule and Adam's bias correction go on),
         the loss history and the dropout generator. Train 5 steps, save, load into a fresh Trainer
         built by the same model code, train 5 more: the 10 losses are those of 10 steps in one go
         (bit for bit on numpy). The hyper-parameters stay this Trainer's own (the file records its
@@ -344,6 +375,8 @@ class Trainer:
         the optimizer state) or the state of another optimizer still loads: the parameters are
         read and the optimizer starts fresh, as in a new Trainer (zero state, step 0, so the
         schedule starts over; the history stays). A :class:`CheckpointWarning` says so.
+        A model's buffers (BatchNorm's running statistics) are model state, as its parameters are:
+        every file must hold them (``@buffers/<name>``).
 
         Every tensor is cast to the Trainer's dtype, THEN checked: names, shapes, finite values (a
         float64 1e39 is inf in float32, so it is refused, not loaded as inf). Anything wrong is a
@@ -357,6 +390,8 @@ class Trainer:
                                    f"one reads formats up to {CHECKPOINT_VERSION}: update asgteach")
         # 1. check everything, assign nothing
         expected = {t.name: t for t in self.param_tensors}
+        buffers = {_BUFFER + t.name: t for t in self.buffer_inputs}   # (model state, like the parameters)
+        expected.update(buffers)
         missing = [k for k in expected if k not in tensors]
         if missing:
             raise WeightsFileError(f"{path} has no tensor {missing[0]!r} (missing: {', '.join(missing)}; "
@@ -364,7 +399,8 @@ class Trainer:
         extra = sorted(k for k in tensors if k not in expected and not k.startswith(_STATE) and k != _HISTORY)
         if extra:
             raise WeightsFileError(f"{path} holds tensors this model does not have: {', '.join(extra)}")
-        values = {t.node_id: self._checked(path, name, tensors[name], t.shape, "the model's parameter")
+        values = {t.node_id: self._checked(path, name, tensors[name], t.shape,
+                                           "the model's buffer" if name in buffers else "the model's parameter")
                   for name, t in expected.items()}
         wanted = {_STATE + s.name: s for s in self.update.state_in}
         in_file = sorted(k for k in tensors if k.startswith(_STATE))
@@ -484,14 +520,14 @@ def _all_finite(values: Sequence[Any]) -> bool:
     return True
 
 
-def _check_unique_names(params: Sequence[Tensor]) -> None:
-    """Two parameters of one name would share initial values and one slot in a weights file."""
+def _check_unique_names(params: Sequence[Tensor], what: str = "parameters") -> None:
+    """Two parameters (or buffers) of one name would share initial values and one slot in a weights file."""
     seen: dict[str, Tensor] = {}
     for t in params:
         first = seen.setdefault(t.name, t)
         if first is not t:
             raise ValueError(
-                f"Trainer: the loss depends on two parameters named {t.name!r}: #{first.node_id} made at "
+                f"Trainer: the loss depends on two {what} named {t.name!r}: #{first.node_id} made at "
                 f"{first.node.source} and #{t.node_id} made at {t.node.source}.\n"
                 f"  (In a notebook: a layer was re-built in one cell while a loss built from the old one "
                 f"is still in use.) Re-run the cell that builds the loss, or give the layers different names."

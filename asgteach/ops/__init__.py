@@ -12,13 +12,14 @@ from .registry import (  # noqa: F401
     activation, activations, apply, as_tensor, lookup, patched, register, registered, spec, unregister,
 )
 from .leaves import constant, input, parameter  # noqa: F401  (leaves registers input/parameter/constant)
-from . import elementwise, reduce, shape, linalg, nn, conv  # noqa: I001  (this order is the registry's)
+from . import elementwise, reduce, shape, linalg, nn, conv, gradient_control  # noqa: I001  (this order is the registry's)
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .gradient_control import *  # noqa: F401,F403
 
 #: The public op functions, ``at.relu`` and friends: each family module's ``__all__``.
 __all__ = ["NotDifferentiableError", "input", "parameter", "constant"]
@@ -28,3 +29,4 @@ __all__ += shape.__all__
 __all__ += linalg.__all__
 __all__ += nn.__all__
 __all__ += conv.__all__
+__all__ += gradient_control.__all__

@@ -17,7 +17,7 @@ from ..usertext import user_text
 from .i18n import t
 
 __all__ = [
-    "CATEGORY_COLOURS", "CATEGORY_SHAPES", "PRESENT_SCALE", "BACKWARD_BORDER", "colour", "cytoscape_style",
+    "CATEGORY_COLOURS", "CATEGORY_SHAPES", "PRESENT_SCALE", "BACKWARD_BORDER", "WALL", "colour", "cytoscape_style",
     "legend_html", "category_label",
 ]
 
@@ -61,6 +61,10 @@ CATEGORY_SHAPES: dict[str, tuple[str, str, float]] = {
 }
 #: Border of backward-phase nodes (drawn dashed): they were appended by ``at.grad``.
 BACKWARD_BORDER = "#555555"
+#: A gradient-category op in the FORWARD graph decides what autograd sees (``stop_gradient``): it is drawn as
+#: the wall it is, a brick of the gradient ops' grey with a thick brick-red double border (shape, border style,
+#: border width, border colour). Backward nodes are "gradient" too, but never forward: they keep their look.
+WALL = ("rectangle", "double", 6.0, "#9c2f1c")
 #: Colours of the step-through highlights.
 STEP_CURRENT, STEP_RULE, STEP_SUM, STEP_DONE = "#d62728", "#9467bd", "#ff7f0e", "#2ca02c"
 #: Presentation mode: fonts this much larger (and edges thicker) for a projector.
@@ -165,6 +169,10 @@ def cytoscape_style(present: bool = False, font: float = 12.0) -> list[dict]:
         style.insert(1, {"selector": f"node.cat-{cat}", "style": {
             "background-color": col, "shape": shape, "border-style": bstyle, "border-width": bwidth * (1.4 if present
                                                                                                       else 1.0)}})
+    # after the category rules (it wins over the gradient ops' dashed border), before output, selection and steps
+    shape, bstyle, bwidth, bcolour = WALL
+    style.insert(1 + len(CATEGORY_COLOURS), {"selector": "node.cat-gradient.forward", "style": {
+        "shape": shape, "border-style": bstyle, "border-width": bwidth * k, "border-color": bcolour}})
     return style
 
 
