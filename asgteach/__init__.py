@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import ops
 from .autograd import grad, hvp, jvp
+from .batching import NotBatchableError, vmap
 from .backends import (
     BackendUnavailable, FeedError, KernelError, NumericsError, available, compile, describe, get_backend, run,
 )
@@ -37,7 +38,7 @@ __all__ = [
     "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError", "CheckpointWarning",
     "Graph", "Node", "Tensor", "ShapeError", "FeedError", "KernelError", "GraphLoadError",
     "NumericsError", "BackendUnavailable", "NameReboundWarning", "ReleasedError", "default_graph", "reset",
-    "ops", "grad", "jvp", "hvp", "run", "compile",
+    "ops", "grad", "jvp", "hvp", "vmap", "NotBatchableError", "run", "compile",
     "available", "describe", "get_backend", "gradcheck", "GradcheckReport",
 ]
 __all__ += ops.__all__   # NotDifferentiableError, input, parameter, constant and every op function

@@ -40,16 +40,19 @@ from .ops import shape as _shape
 from .ops.leaves import constant
 from .ops.reduce import sum as _sum
 from .ops.registry import NotDifferentiableError, VjpContext, spec
+from .ops.trace import common_graph
 from .tensor import Tensor
 
 __all__ = ["grad", "jvp", "hvp", "accumulation", "accumulate", "NotDifferentiableError"]
 
 
-def _graph_of(tensors: Sequence[Tensor]) -> Graph:
-    graphs = {id(t.graph): t.graph for t in tensors}
-    if len(graphs) != 1:
-        raise ValueError("all tensors given to grad/jvp must belong to one graph")
-    return tensors[0].graph
+def _one_graph(tensors: Sequence[Tensor]) -> tuple[Graph, list[Tensor]]:
+    """The graph of ``tensors`` and the tensors as Tensors of it (inside ``at.vmap``'s trace, a weight the
+    traced function closes over is lifted into the trace, as for any op: ``common_graph``)."""
+    try:
+        return common_graph(tensors)
+    except ValueError:
+        raise ValueError("all tensors given to grad/jvp must belong to one graph") from None
 
 
 def _as_list(xs: Tensor | Sequence[Tensor]) -> tuple[list[Tensor], bool]:
@@ -141,7 +144,10 @@ def grad(
             rule; the message names it.
     """
     xs_list, single = _as_list(xs)
-    graph = _graph_of([y, *xs_list])
+    given_seed = [seed] if isinstance(seed, Tensor) else []
+    graph, (y, *xs_list) = _one_graph([y, *xs_list, *given_seed])
+    if given_seed:
+        seed, xs_list = xs_list[-1], xs_list[:-1]
     source = user_source()
     _check_float(xs_list)
     seed_t = _seed(graph, y, seed, source)
@@ -304,7 +310,10 @@ def jvp(
     ys_list, single = _as_list(ys)
     xs_list, _ = _as_list(xs)
     tangents_list = _tangents_for(xs_list, tangents)
-    graph = _graph_of([*ys_list, *xs_list])
+    graph, both = _one_graph([*ys_list, *xs_list, *(t for t in tangents_list if isinstance(t, Tensor))])
+    ys_list, xs_list = both[:len(ys_list)], both[len(ys_list):len(ys_list) + len(xs_list)]
+    lifted_tangents = iter(both[len(ys_list) + len(xs_list):])
+    tangents_list = [next(lifted_tangents) if isinstance(t, Tensor) else t for t in tangents_list]
     source = user_source()
     tan: dict[int, Tensor] = {}
     with graph.phase("backward", mode="jvp"):
@@ -419,5 +428,5 @@ def hvp(y: Tensor, x: Tensor, v: Tensor | np.ndarray) -> Tensor:
     with respect to ``x`` is H v. No Hessian is ever formed.
     """
     g = grad(y, x)
-    v_t = v if isinstance(v, Tensor) else constant(np.asarray(v, dtype=np.float64), name="v", graph=x.graph)
+    v_t = v if isinstance(v, Tensor) else constant(np.asarray(v, dtype=np.float64), name="v", graph=g.graph)
     return grad(_sum(g * v_t), x)

@@ -44,6 +44,7 @@ LAYERS: list[dict[str, tuple[str, ...]]] = [
     },
     {  # 3: what reads the op registry: differentiation, explanations, sample inputs
         "autograd": ("asgteach.autograd",),
+        "batching": ("asgteach.batching",),      # at.vmap: a batch axis, graph -> graph, by the ops' batching rules
         "explain": ("asgteach.explain",),
         "opsamples": ("asgteach.opsamples",),
     },

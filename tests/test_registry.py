@@ -49,6 +49,18 @@ def test_op_contract(name: str) -> None:
     assert s.doc, f"{name}: a one-line doc is part of the spec"
 
 
+@pytest.mark.parametrize("name", NON_LEAF)
+def test_every_op_has_a_batching_rule_or_a_mark(name: str) -> None:
+    """at.vmap batches a node by its op's rule (OpSpec.batch, beside the vjp); an op that cannot have one says why."""
+    s = REGISTRY[name]
+    if s.not_batchable is not None:
+        assert isinstance(s.not_batchable, str) and s.not_batchable.strip()
+        assert s.batch is None
+    else:
+        assert callable(s.batch), (f"{name}: give its OpSpec a batching rule for at.vmap, batch=... (an elementwise "
+                                   f"op: batch=batch_elementwise), or not_batchable='why' (docs/adding-an-op.md)")
+
+
 @pytest.mark.parametrize("name", LEAVES)
 def test_leaves_have_no_kernel(name: str) -> None:
     s = REGISTRY[name]
@@ -66,6 +78,11 @@ def test_register_refuses_incomplete_specs() -> None:
         register(OpSpec("zz_op", "arithmetic", 1, lambda a: a, np.negative))
     with pytest.raises(ValueError, match="needs a numpy kernel"):
         register(OpSpec("zz_op", "arithmetic", 1, lambda a: a, None, vjp=lambda c, g: (g,)))
+    with pytest.raises(ValueError, match="a batching rule is a function"):
+        register(OpSpec("zz_op", "arithmetic", 1, lambda a: a, np.negative, vjp=lambda c, g: (g,), batch="elementwise"))
+    with pytest.raises(ValueError, match="a batching rule and a not_batchable mark"):
+        register(OpSpec("zz_op", "arithmetic", 1, lambda a: a, np.negative, vjp=lambda c, g: (g,),
+                        batch=lambda c, args, dims: (args[0], dims[0]), not_batchable="why"))
     assert "zz_op" not in REGISTRY
 
 

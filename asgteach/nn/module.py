@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 from ..graph import Graph, default_graph
 from ..ops.leaves import input as _input
+from ..ops import trace as _trace
 from ..ops.leaves import parameter as _parameter
 from ..tensor import Tensor
 
@@ -81,7 +82,7 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
         for a in args:
-            if isinstance(a, Tensor) and a.graph is not self.graph:
+            if isinstance(a, Tensor) and not _trace.extends(a.graph, self.graph):   # (an at.vmap trace of it is fine)
                 raise ValueError(f"{self.kind} '{self.name}' was created in another graph than its input")
         # nodes built by forward() remember their module (meta["module"]): graph views group them by layer
         with self.graph.phase(None, module=self.name):

@@ -8,12 +8,13 @@ their ops when imported; their public functions (each module's ``__all__``) are 
 from __future__ import annotations
 
 from .registry import (  # noqa: F401
-    CATEGORIES, COMPOSITES, GPU, REGISTRY, Composite, NotDifferentiableError, OpSpec, Tools, View, VjpContext,
-    activation, activations, apply, as_tensor, lookup, patched, register, registered, spec, unregister,
+    CATEGORIES, COMPOSITES, GPU, REGISTRY, BatchContext, Composite, NotDifferentiableError, OpSpec, Tools, View,
+    VjpContext, activation, activations, apply, as_tensor, lookup, patched, register, registered, spec, unregister,
 )
 from .leaves import constant, input, parameter  # noqa: F401  (leaves registers input/parameter/constant)
 from . import elementwise, reduce, shape, linalg, nn, conv, gradient_control  # noqa: I001  (this order is the registry's)
 from .elementwise import *  # noqa: F401,F403
+from .elementwise import batch_elementwise  # noqa: F401  (the batching rule an elementwise op of yours can share)
 from .reduce import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403

@@ -19,6 +19,11 @@ are the other two ops again — second derivatives need nothing new.
 Max pooling sends each window's gradient to the element that won (the first maximum, as
 PyTorch does); average pooling spreads it evenly over the window (zero padding counts
 toward the average, PyTorch's ``count_include_pad=True``).
+
+Batching (``at.vmap``) uses the two axes these ops already have for "many": a batch of images
+joins the images' own axis N (B batches of N images are B * N images), and a batch of kernels
+joins the channels as groups (B kernels side by side are one grouped convolution with B times
+the groups, the way JAX batches its convolutions). So a batch is one conv node, never B.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import user_source
 from ..shapes import ShapeError
 from ..tensor import Tensor
-from .registry import GPU, OpSpec, Tools, VjpContext, apply, register
+from .registry import GPU, BatchContext, OpSpec, Tools, VjpContext, apply, register
+from .shape import reshape
 
 __all__ = ["conv2d", "max_pool2d", "avg_pool2d"]
 
@@ -123,9 +129,43 @@ def _conv_vjp(c: VjpContext, g: Tensor):
     return dx, dw
 
 
+def _images(c: BatchContext, x: Tensor, dim: int | None) -> Tensor:
+    """A batch of (N, C, H, W) images as (B * N, C, H, W): the batch joins the images' axis."""
+    x = c.moved(x, dim)
+    return reshape(x, (x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def _unmerge(c: BatchContext, y: Tensor) -> Tensor:
+    """(B * N, ...) back to (B, N, ...)."""
+    return reshape(y, (c.size, y.shape[0] // c.size) + y.shape[1:])
+
+
+def _as_groups(c: BatchContext, x: Tensor, dim: int | None) -> Tensor:
+    """A batch of (N, C, ...) as (N, B * C, ...): example b's channels are the b-th block of channels."""
+    x = c.moved(x, dim, 1)
+    return reshape(x, (x.shape[0], x.shape[1] * x.shape[2]) + x.shape[3:])
+
+
+def _kernels(c: BatchContext, w: Tensor, dim: int | None) -> Tensor:
+    """A batch of (O, C/g, KH, KW) kernels as (B * O, C/g, KH, KW): the kernels of B groups-of-groups."""
+    w = c.moved(w, dim)
+    return reshape(w, (w.shape[0] * w.shape[1],) + w.shape[2:])
+
+
+def _conv_batch(c: BatchContext, args: tuple, dims: tuple):
+    """Images batched, one kernel: B * N images. Kernels batched: B times the groups (channels side by side)."""
+    (x, w), (dx, dw) = args, dims
+    if dw is None:
+        return _unmerge(c, apply("conv2d", _images(c, x, dx), w, **c.attrs)), 0
+    y = apply("conv2d", _as_groups(c, x, dx), _kernels(c, w, dw), **{**c.attrs, "groups": c.size * c.attrs["groups"]})
+    n, _, oh, ow = y.shape
+    return reshape(y, (n, c.size, y.shape[1] // c.size, oh, ow)), 1
+
+
 _CONV_ATTRS = {"stride": (1, 1), "padding": (0, 0), "dilation": (1, 1), "groups": 1}
 register(OpSpec(
     name="conv2d", category="convolution", arity=2, infer=_conv_infer, numpy=_conv_kernel, vjp=_conv_vjp,
+    batch=_conv_batch,
     attrs=dict(_CONV_ATTRS),
     doc="2-D cross-correlation, NCHW, with stride, padding, dilation and groups",
     gpu=GPU(kernel="conv"), tools=Tools(sample=lambda b: conv2d(b.x((1, 2, 5, 5)), b.x((3, 2, 3, 3)), padding=1)),
@@ -168,10 +208,23 @@ def _grad_input_vjp(c: VjpContext, u: Tensor):
     return d_gy, d_w
 
 
+def _grad_input_batch(c: BatchContext, args: tuple, dims: tuple):
+    """As conv2d's rule: the transposed convolution of a grouped convolution is grouped the same way."""
+    (gy, w), (dg, dw) = args, dims
+    n, ch, h, wd = c.attrs["x_shape"]
+    if dw is None:
+        return _unmerge(c, apply("conv2d_grad_input", _images(c, gy, dg), w,
+                                 **{**c.attrs, "x_shape": (c.size * n, ch, h, wd)})), 0
+    dx = apply("conv2d_grad_input", _as_groups(c, gy, dg), _kernels(c, w, dw),
+               **{**c.attrs, "x_shape": (n, c.size * ch, h, wd), "groups": c.size * c.attrs["groups"]})
+    return reshape(dx, (n, c.size, ch, h, wd)), 1
+
+
 _SAMPLE_CONV = {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 1}
 register(OpSpec(
     name="conv2d_grad_input", category="gradient", arity=2, infer=lambda g, w, x_shape=(), **_: tuple(x_shape),
-    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, attrs={**_CONV_ATTRS, "x_shape": ()},
+    numpy=_conv_grad_input_kernel, vjp=_grad_input_vjp, batch=_grad_input_batch,
+    attrs={**_CONV_ATTRS, "x_shape": ()},
     doc="gradient of conv2d with respect to its input: a transposed convolution",
     gpu=GPU(kernel="conv"),
     tools=Tools(sample=lambda b: apply("conv2d_grad_input", b.x((2, 3, 3, 3)), b.x((3, 2, 3, 3)),
@@ -201,9 +254,19 @@ def _grad_weight_vjp(c: VjpContext, u: Tensor):
     return d_x, d_gy
 
 
+def _grad_weight_batch(c: BatchContext, args: tuple, dims: tuple):
+    """One kernel gradient per example: images and output gradients as B groups, B * O kernels out."""
+    (x, gy), (dx, dg) = args, dims
+    o, cg, kh, kw = c.attrs["w_shape"]
+    dw = apply("conv2d_grad_weight", _as_groups(c, x, dx), _as_groups(c, gy, dg),
+               **{**c.attrs, "w_shape": (c.size * o, cg, kh, kw), "groups": c.size * c.attrs["groups"]})
+    return reshape(dw, (c.size, o, cg, kh, kw)), 0
+
+
 register(OpSpec(
     name="conv2d_grad_weight", category="gradient", arity=2, infer=lambda x, g, w_shape=(), **_: tuple(w_shape),
-    numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, attrs={**_CONV_ATTRS, "w_shape": ()},
+    numpy=_conv_grad_weight_kernel, vjp=_grad_weight_vjp, batch=_grad_weight_batch,
+    attrs={**_CONV_ATTRS, "w_shape": ()},
     doc="gradient of conv2d with respect to its kernel: input patches correlated with the output gradient",
     gpu=GPU(kernel="conv"),
     tools=Tools(sample=lambda b: apply("conv2d_grad_weight", b.x((2, 2, 5, 5)), b.x((2, 3, 3, 3)),
@@ -252,6 +315,14 @@ def _pool_attrs(c: VjpContext) -> dict[str, Any]:
     return {k: c.attrs[k] for k in ("kernel_size", "stride", "padding")}
 
 
+def _pool_batch(c: BatchContext, args: tuple, dims: tuple):
+    """Pooling and its gradients read and write images only: B batches of N images are B * N images."""
+    attrs = dict(c.attrs)
+    if "x_shape" in attrs:
+        attrs["x_shape"] = (c.size * attrs["x_shape"][0],) + tuple(attrs["x_shape"][1:])
+    return _unmerge(c, apply(c.op, *(_images(c, x, d) for x, d in zip(args, dims)), **attrs)), 0
+
+
 def _pool(name: str, x: Any, kernel_size: int | Pair, stride: int | Pair | None, padding: int | Pair) -> Tensor:
     k = _pair(name, "kernel_size", kernel_size, 1)
     s = k if stride is None else _pair(name, "stride", stride, 1)
@@ -272,7 +343,7 @@ def _max_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (
 register(OpSpec(
     name="max_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_max_pool_kernel,
     vjp=lambda c, g: (apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS),
+    batch=_pool_batch, attrs=dict(_POOL_ATTRS),
     doc="maximum over each window; the gradient goes to the (first) maximum",
     gpu=GPU(kernel="pool"),
     tools=Tools(sample=lambda b: max_pool2d(b.distinct((1, 2, 4, 4)), 2)),   # no ties: one winner per window
@@ -299,7 +370,7 @@ def _max_pool_grad_kernel(x: np.ndarray, g: np.ndarray, kernel_size: Pair = (2, 
 register(OpSpec(
     name="max_pool2d_grad", category="gradient", arity=2, infer=lambda x, g, **_: x, numpy=_max_pool_grad_kernel,
     vjp=lambda c, u: (None, apply("max_pool2d_gather", c.inputs[0], u, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
+    batch=_pool_batch, diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
     doc="routes each window's gradient to the position of its maximum in x (zeros elsewhere)",
     gpu=GPU(kernel="pool"),
     tools=Tools(sample=lambda b: apply("max_pool2d_grad", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 3, 3)),
@@ -323,7 +394,7 @@ register(OpSpec(
     name="max_pool2d_gather", category="gradient", arity=2, infer=lambda x, u, **kw: _pool_infer(x, **kw),
     numpy=_max_pool_gather_kernel,
     vjp=lambda c, g: (None, apply("max_pool2d_grad", c.inputs[0], g, **_pool_attrs(c))),
-    diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
+    batch=_pool_batch, diff_inputs=(False, True), attrs=dict(_POOL_ATTRS),
     doc="reads u at the position of each window's maximum in x (the transpose of max_pool2d_grad)",
     gpu=GPU(kernel="pool"),
     tools=Tools(sample=lambda b: apply("max_pool2d_gather", b.distinct((1, 2, 5, 5), diff=False), b.x((1, 2, 5, 5)),
@@ -341,7 +412,7 @@ def _avg_pool_kernel(x: np.ndarray, kernel_size: Pair = (2, 2), stride: Pair = (
 register(OpSpec(
     name="avg_pool2d", category="convolution", arity=1, infer=_pool_infer, numpy=_avg_pool_kernel,
     vjp=lambda c, g: (apply("avg_pool2d_grad", g, x_shape=c.inputs[0].shape, **_pool_attrs(c)),),
-    attrs=dict(_POOL_ATTRS),
+    batch=_pool_batch, attrs=dict(_POOL_ATTRS),
     doc="mean over each window (zero padding counts, count_include_pad=True)",
     gpu=GPU(kernel="pool"), tools=Tools(sample=lambda b: avg_pool2d(b.x((1, 2, 4, 4)), 2)),
 ))
@@ -368,7 +439,7 @@ def _avg_pool_grad_kernel(g: np.ndarray, x_shape: tuple = (), kernel_size: Pair 
 register(OpSpec(
     name="avg_pool2d_grad", category="gradient", arity=1, infer=lambda g, x_shape=(), **_: tuple(x_shape),
     numpy=_avg_pool_grad_kernel, vjp=lambda c, u: (apply("avg_pool2d", u, **_pool_attrs(c)),),
-    attrs={**_POOL_ATTRS, "x_shape": ()},
+    batch=_pool_batch, attrs={**_POOL_ATTRS, "x_shape": ()},
     doc="spreads each window's gradient evenly over the window",
     gpu=GPU(kernel="pool"),
     tools=Tools(sample=lambda b: apply("avg_pool2d_grad", b.x((1, 2, 3, 3)), x_shape=(1, 2, 5, 5), **_SAMPLE_POOL)),

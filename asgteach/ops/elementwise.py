@@ -15,6 +15,10 @@ Unary ops are written as (kernel, local derivative f'(x)). The derivative is a s
 graph, so the same expression serves the reverse rule (``g * f'(x)``) and the forward
 rule (``t * f'(x)``): see :func:`_reverse` and :func:`_forward`.
 
+All of them share one batching rule (``at.vmap``), :func:`batch_elementwise`: an elementwise op
+works on a whole batch as it is, once the batch axis of every input lines up. A student's
+elementwise op can use it too: ``OpSpec(..., batch=batch_elementwise)``.
+
 At the end, three *composites*: activations made of the ops above (``hardtanh`` is
 ``minimum(maximum(x, lo), hi)``), registered by name so that ``nn.MLP`` finds them.
 """
@@ -30,13 +34,14 @@ from ..shapes import broadcast_shapes
 from ..tensor import Tensor
 from . import shape as _shape
 from . import special  # erf in numpy (no scipy): the kernel of erf and of the exact gelu
-from .registry import GPU, Composite, OpSpec, Tools, View, VjpContext, apply, register
+from .registry import GPU, BatchContext, Composite, OpSpec, Tools, View, VjpContext, apply, register
 
 __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "exp", "log", "sqrt", "abs", "tanh", "sigmoid",
     "relu", "gelu", "silu", "leaky_relu", "softplus", "erf", "sign", "maximum", "minimum",
     "where", "greater", "equal", "hardtanh", "relu6",
 ]
+# (batch_elementwise, the batching rule every op here shares, is exported by asgteach.ops, not as at.*)
 
 _SQRT_HALF = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -79,6 +84,28 @@ def _separated(b: Any) -> tuple[Tensor, Tensor]:
     return b.pair(b.shape, b.shape[-1:])
 
 
+def batch_elementwise(c: BatchContext, args: tuple, dims: tuple) -> tuple[Tensor, int]:
+    """The batching rule of every elementwise op (``at.vmap``): line the batch axes up, then run the op once.
+
+    An elementwise op computes each output element from the elements at the same place, so on a
+    batch it is the very same op, as long as every batched input has its batch axis in the same
+    place, and broadcasting lines the per-example axes up as it did for one example:
+
+    * one input (``exp``, ``relu``): nothing to line up, the output's batch axis is the input's;
+    * otherwise each batched input gets its batch axis first, and, if it has fewer per-example axes
+      than the output, size-1 axes after it. For one example, a (3,) and a (4, 3) broadcast to
+      (4, 3); for a batch of B, a (B, 3) and a (B, 4, 3) would not broadcast at all (3 against
+      4), so the first becomes (B, 1, 3). An input that is not batched is left as it is: numpy pads
+      it on the left and it lines up with the per-example axes by itself.
+
+    The op runs once with its own attributes (``negative_slope``, ``beta``): no per-example copy.
+    """
+    if len(args) == 1:
+        return apply(c.op, args[0], **c.attrs), dims[0]
+    rank = len(c.out_shape)
+    return apply(c.op, *(c.aligned(x, d, rank) for x, d in zip(args, dims)), **c.attrs), 0
+
+
 # --- add ----------------------------------------------------------------------------------
 def _add_vjp(c: VjpContext, g: Tensor):
     a, b = c.inputs
@@ -92,6 +119,7 @@ def _add_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="add", category="arithmetic", arity=2, infer=_broadcast, numpy=np.add, vjp=_add_vjp, jvp=_add_jvp,
+    batch=batch_elementwise,
     doc="a + b, broadcasting",
     gpu=GPU(expr="a + b"), view=View(broadcasts=True),
     tools=Tools(nan_hint="inf + (-inf) is NaN; an earlier value overflowed"),
@@ -116,6 +144,7 @@ def _sub_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="sub", category="arithmetic", arity=2, infer=_broadcast, numpy=np.subtract, vjp=_sub_vjp, jvp=_sub_jvp,
+    batch=batch_elementwise,
     doc="a - b, broadcasting",
     gpu=GPU(expr="a - b"), view=View(broadcasts=True),
     tools=Tools(nan_hint="inf - inf is NaN; an earlier value overflowed"),
@@ -135,6 +164,7 @@ def _mul_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="mul", category="arithmetic", arity=2, infer=_broadcast, numpy=np.multiply, vjp=_mul_vjp,
+    batch=batch_elementwise,
     doc="a * b, elementwise, broadcasting",
     gpu=GPU(expr="a * b"), view=View(broadcasts=True),
     tools=Tools(nan_hint="0 * inf is NaN; an earlier value overflowed"),
@@ -157,6 +187,7 @@ def _div_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="div", category="arithmetic", arity=2, infer=_broadcast, numpy=np.divide, vjp=_div_vjp,
+    batch=batch_elementwise,
     doc="a / b, elementwise, broadcasting",
     gpu=GPU(expr="a / b"), view=View(broadcasts=True),
     tools=Tools(nan_hint="0/0 and inf/inf are NaN; check for a zero denominator"),
@@ -209,6 +240,7 @@ def _pow_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="pow", category="arithmetic", arity=2, infer=_broadcast, numpy=np.power, vjp=_pow_vjp,
+    batch=batch_elementwise,
     doc="a ** b, elementwise; the exponent may be a tensor",
     gpu=GPU(expr="f_pow(a, b)"), view=View(broadcasts=True),
     tools=Tools(sample=lambda b: pow(b.x(lo=0.5, hi=2.0), b.x(b.shape[-1:])),   # a > 0: log(a) in d/db exists
@@ -235,6 +267,7 @@ def _maximum_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="maximum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.maximum, vjp=_maximum_vjp,
+    batch=batch_elementwise,
     doc="elementwise larger of a and b",
     gpu=GPU(expr="f_max(a, b)"), view=View(broadcasts=True), tools=Tools(sample=lambda b: maximum(*_separated(b))),
 ))
@@ -253,6 +286,7 @@ def _minimum_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="minimum", category="arithmetic", arity=2, infer=_broadcast, numpy=np.minimum, vjp=_minimum_vjp,
+    batch=batch_elementwise,
     doc="elementwise smaller of a and b",
     gpu=GPU(expr="f_min(a, b)"), view=View(broadcasts=True), tools=Tools(sample=lambda b: minimum(*_separated(b))),
 ))
@@ -274,6 +308,7 @@ def _compare_kernel(fn: Callable) -> Callable:
 register(OpSpec(
     name="greater", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.greater),
     vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD,
+    batch=batch_elementwise,
     doc="1.0 where a > b, else 0.0 (a float mask)",
     gpu=GPU(expr="select(0.0, 1.0, a > b)"), view=View(broadcasts=True),
     tools=Tools(sample=lambda b: greater(*_separated(b))),
@@ -288,6 +323,7 @@ def greater(a: Any, b: Any) -> Tensor:
 register(OpSpec(
     name="equal", category="comparison", arity=2, infer=_broadcast, numpy=_compare_kernel(np.equal),
     vjp=lambda c, g: (None, None), zero_gradient=_ZERO_GRAD,
+    batch=batch_elementwise,
     doc="1.0 where a == b, else 0.0 (a float mask)",
     gpu=GPU(expr="select(0.0, 1.0, a == b)"), view=View(broadcasts=True),
     tools=Tools(sample=lambda b: equal(b.x((3,), value=[1.0, 2.0, 3.0]), b.x((3,), value=[1.0, 0.5, 3.0]))),  # ties
@@ -318,6 +354,7 @@ def _where_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="where", category="arithmetic", arity=3, infer=_where_infer, numpy=_where_kernel, vjp=_where_vjp,
+    batch=batch_elementwise,
     diff_inputs=(False, True, True), input_kinds=("any", "float", "float"),
     doc="picks a where cond is nonzero, else b; the condition gets no gradient",
     # inputs cond, a, b are a, b, c in the formula; f_nonzero judges the condition like numpy (-0.0 is false)
@@ -335,6 +372,7 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
 register(OpSpec(
     name="neg", category="arithmetic", arity=1, infer=_same_shape, numpy=np.negative,
     vjp=lambda c, g: (neg(g),), jvp=lambda c, t: None if t[0] is None else neg(t[0]),
+    batch=batch_elementwise,
     doc="-x",
     gpu=GPU(expr="-x"),
 ))
@@ -353,6 +391,7 @@ def _exp_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="exp", category="arithmetic", arity=1, infer=_same_shape, numpy=np.exp,
     vjp=_reverse(_exp_deriv), jvp=_forward(_exp_deriv), doc="e^x",
+    batch=batch_elementwise,
     gpu=GPU(expr="exp(x)"),
 ))
 
@@ -370,6 +409,7 @@ def _log_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="log", category="arithmetic", arity=1, infer=_same_shape, numpy=np.log,
     vjp=_reverse(_log_deriv), jvp=_forward(_log_deriv),
+    batch=batch_elementwise,
     doc="natural logarithm",
     gpu=GPU(expr="f_log(x)"),
     tools=Tools(sample=lambda b: log(b.x(lo=0.3, hi=3.0)),
@@ -390,6 +430,7 @@ def _sqrt_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="sqrt", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sqrt,
     vjp=_reverse(_sqrt_deriv), jvp=_forward(_sqrt_deriv),
+    batch=batch_elementwise,
     doc="square root",
     gpu=GPU(expr="f_sqrt(x)"),
     tools=Tools(sample=lambda b: sqrt(b.x(lo=0.3, hi=3.0)),
@@ -410,6 +451,7 @@ def _abs_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="abs", category="arithmetic", arity=1, infer=_same_shape, numpy=np.abs,
     vjp=_reverse(_abs_deriv), jvp=_forward(_abs_deriv),
+    batch=batch_elementwise,
     doc="|x|; derivative sign(x) (0 at 0)",
     gpu=GPU(expr="abs(x)"),
 ))
@@ -424,6 +466,7 @@ def abs(x: Any) -> Tensor:  # noqa: A001 - numpy's name
 register(OpSpec(
     name="sign", category="arithmetic", arity=1, infer=_same_shape, numpy=np.sign,
     vjp=lambda c, g: (None,), zero_gradient=_ZERO_GRAD, doc="-1, 0 or +1 by the sign of x",
+    batch=batch_elementwise,
     gpu=GPU(expr="f_sign(x)"),
 ))
 
@@ -442,6 +485,7 @@ def _erf_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="erf", category="arithmetic", arity=1, infer=_same_shape, numpy=special.erf,
     vjp=_reverse(_erf_deriv), jvp=_forward(_erf_deriv), doc="the Gauss error function",
+    batch=batch_elementwise,
     gpu=GPU(expr="f_erf(x)"),
 ))
 
@@ -459,6 +503,7 @@ def _tanh_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="tanh", category="activation", arity=1, infer=_same_shape, numpy=np.tanh,
     vjp=_reverse(_tanh_deriv), jvp=_forward(_tanh_deriv), doc="hyperbolic tangent",
+    batch=batch_elementwise,
     gpu=GPU(expr="f_tanh(x)"),
 ))
 
@@ -482,6 +527,7 @@ def _sigmoid_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="sigmoid", category="activation", arity=1, infer=_same_shape, numpy=_sigmoid_kernel,
     vjp=_reverse(_sigmoid_deriv), jvp=_forward(_sigmoid_deriv), doc="1 / (1 + e^-x)",
+    batch=batch_elementwise,
     gpu=GPU(expr="f_sigmoid(x)"),
 ))
 
@@ -526,6 +572,7 @@ def _relu_kernel(x: np.ndarray) -> np.ndarray:
 register(OpSpec(
     name="relu", category="activation", arity=1, infer=_same_shape, numpy=_relu_kernel,
     vjp=_reverse(_relu_deriv), jvp=_forward(_relu_deriv),
+    batch=batch_elementwise,
     doc="max(x, 0)",
     gpu=GPU(expr="f_relu(x)"), tools=Tools(weight_init="kaiming_uniform"),
 ))
@@ -563,6 +610,7 @@ def _gelu_wgsl(approximate: str = "none", **_: Any) -> str:
 register(OpSpec(
     name="gelu", category="activation", arity=1, infer=_same_shape, numpy=_gelu_kernel,
     vjp=_reverse(_gelu_deriv), jvp=_forward(_gelu_deriv), attrs={"approximate": "none"},
+    batch=batch_elementwise,
     doc="x * Phi(x) (exact erf, or approximate='tanh')",
     gpu=GPU(expr=_gelu_wgsl),
 ))
@@ -585,6 +633,7 @@ def _silu_deriv(c: VjpContext) -> Tensor:
 register(OpSpec(
     name="silu", category="activation", arity=1, infer=_same_shape, numpy=lambda x: x * _sigmoid_kernel(x),
     vjp=_reverse(_silu_deriv), jvp=_forward(_silu_deriv),
+    batch=batch_elementwise,
     doc="x * sigmoid(x) (a.k.a. swish)",
     gpu=GPU(expr="x * f_sigmoid(x)"),
 ))
@@ -605,6 +654,7 @@ register(OpSpec(
     name="leaky_relu", category="activation", arity=1, infer=_same_shape,
     numpy=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
     vjp=_reverse(_leaky_relu_deriv), jvp=_forward(_leaky_relu_deriv), attrs={"negative_slope": 0.01},
+    batch=batch_elementwise,
     doc="x for x > 0, slope * x otherwise",
     gpu=GPU(expr="select(x * negative_slope, x, x > 0.0)"), tools=Tools(weight_init="kaiming_uniform"),
 ))
@@ -624,6 +674,7 @@ register(OpSpec(
     name="softplus", category="activation", arity=1, infer=_same_shape,
     numpy=lambda x, beta=1.0: np.logaddexp(0, beta * x) / beta,
     vjp=_reverse(_softplus_deriv), jvp=_forward(_softplus_deriv), attrs={"beta": 1.0},
+    batch=batch_elementwise,
     doc="log(1 + e^(beta x)) / beta, a smooth relu",
     gpu=GPU(expr="f_softplus(x, beta)"),
 ))

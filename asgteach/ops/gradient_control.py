@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor
+from .elementwise import batch_elementwise
 from .registry import GPU, OpSpec, Tools, apply, register
 
 __all__ = ["stop_gradient"]
@@ -62,6 +63,7 @@ register(OpSpec(
     vjp=lambda c, g: (None,), zero_gradient=_WALL,
     doc="x on the forward pass; no gradient flows back through it",
     gpu=GPU(expr="x"), tools=Tools(sample=_sample),
+    batch=batch_elementwise,      # elementwise: the batch axis passes through
 ))
 
 

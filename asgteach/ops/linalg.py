@@ -9,6 +9,10 @@ Batched inputs (..., n, k) follow the same rule per batch; when one side's batch
 were broadcast (one weight matrix for a whole batch), its gradient is summed over them
 with ``sum_to`` — the same un-broadcast as for ``add``. 1-D inputs are treated as a row
 (left) or column (right) vector whose extra axis is removed from the result.
+
+Batching (``at.vmap``) needs no new kernel: matmul is already batched. A batch of vectors
+times one matrix is a matrix times that matrix (the classic one), and in general each operand
+gets its batch axis first and becomes one more batch axis of numpy's matmul.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import numpy as np
 from ..shapes import ShapeError, broadcast_shapes
 from ..tensor import Tensor
 from . import shape as _shape
-from .registry import GPU, OpSpec, Tools, VjpContext, apply, register
+from .registry import GPU, BatchContext, OpSpec, Tools, VjpContext, apply, register
 
 __all__ = ["matmul"]
 
@@ -77,9 +81,38 @@ def _matmul_jvp(c: VjpContext, t):
     return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
 
+def _matmul_batch(c: BatchContext, args: tuple, dims: tuple):
+    """A batch of products as ONE matmul node.
+
+    Two cases are a plain product already: B vectors (rows of a (B, k)) times one (k, m) matrix is
+    (B, k) @ (k, m); one (n, k) matrix times B vectors is (n, k) @ (k, B), the batch in axis 1.
+    Otherwise every operand is made at least 2-D for one example (a vector is a row on the left,
+    a column on the right, as numpy does), the batched ones get the batch axis first and size-1
+    axes after it up to the other operand's rank (numpy broadcasts matmul's batch axes from the
+    right), the product runs once, and a reshape drops the axes the vectors added.
+    """
+    (a, b), (da, db) = args, dims
+    sa, sb = c.in_shapes
+    if db is None and len(sa) == 1 and len(sb) == 2:
+        return matmul(_shape.moveaxis(a, da, 0), b), 0
+    if da is None and len(sa) == 2 and len(sb) == 1:
+        return matmul(a, _shape.moveaxis(b, db, 1)), 1
+    a2 = (1,) + sa if len(sa) == 1 else sa
+    b2 = sb + (1,) if len(sb) == 1 else sb
+    rank = max(len(a2), len(b2))
+
+    def ready(x: Tensor, d: int | None, two_d: tuple) -> Tensor:
+        if d is None:
+            return _shape.reshape(x, two_d)
+        x = _shape.moveaxis(x, d, 0)
+        return _shape.reshape(x, (c.size,) + (1,) * (rank - len(two_d)) + two_d)
+
+    return _shape.reshape(matmul(ready(a, da, a2), ready(b, db, b2)), (c.size,) + c.out_shape), 0
+
+
 register(OpSpec(
     name="matmul", category="linalg", arity=2, infer=_matmul_infer, numpy=np.matmul, vjp=_matmul_vjp,
-    jvp=_matmul_jvp,
+    jvp=_matmul_jvp, batch=_matmul_batch,
     doc="matrix product with numpy's 1-D / batched / broadcast rules",
     gpu=GPU(kernel="matmul"), tools=Tools(sample=lambda b: matmul(b.x((2, 2, 3)), b.x((3, 4)))),
 ))

@@ -5,6 +5,11 @@ Each could be written from smaller ops, and ``layer_norm_composite`` does exactl
 for comparison. A fused node is easier to read in a big graph, its kernel can be made
 numerically stable (softmax subtracts the max first), and its hand-derived backward rule
 is much smaller than the backward graph of its pieces.
+
+Batching rules (``at.vmap``): softmax and log_softmax work along one axis, shifted past the
+batch axis; layer_norm normalises the last axis, so a batch axis in front changes nothing (a
+batched weight or bias is applied as a broadcast multiply-add instead); embedding's ids may carry
+the batch as they are, and a batch of tables is one wide table (see :func:`_embedding_batch`).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from ..tensor import Tensor
 from . import elementwise as _ew
 from . import reduce as _red
 from . import shape as _shape
-from .registry import GPU, OpSpec, Tools, VjpContext, apply, as_tensor, register
+from .registry import GPU, BatchContext, OpSpec, Tools, VjpContext, apply, as_tensor, register
 
 __all__ = ["softmax", "log_softmax", "layer_norm", "layer_norm_composite", "embedding", "IdsOutOfRange"]
 
@@ -33,6 +38,13 @@ def _along_one_axis(op: str):
         return s
 
     return infer
+
+
+def _along_one_axis_batch(c: BatchContext, args: tuple, dims: tuple):
+    """softmax / log_softmax of each example along ``axis``: the same op along that axis of the batch."""
+    (x,), (d,) = args, dims
+    a = int(c.attrs["axis"]) % len(c.in_shapes[0])
+    return apply(c.op, x, **{**c.attrs, "axis": a + (a >= d)}), d
 
 
 # --- softmax ----------------------------------------------------------------------------------
@@ -59,7 +71,7 @@ def _softmax_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="softmax", category="activation", arity=1, infer=_along_one_axis("softmax"), numpy=_softmax_kernel,
-    vjp=_softmax_vjp, jvp=_softmax_jvp, attrs={"axis": -1},
+    vjp=_softmax_vjp, jvp=_softmax_jvp, batch=_along_one_axis_batch, attrs={"axis": -1},
     doc="exp(x) / sum(exp(x)) along an axis, max-shifted",
     gpu=GPU(kernel="softmax"), tools=Tools(sample=lambda b: softmax(b.x((2, 4), lo=-3.0, hi=3.0), axis=-1)),
 ))
@@ -93,7 +105,8 @@ def _log_softmax_jvp(c: VjpContext, t):
 
 register(OpSpec(
     name="log_softmax", category="activation", arity=1, infer=_along_one_axis("log_softmax"),
-    numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, attrs={"axis": -1},
+    numpy=_log_softmax_kernel, vjp=_log_softmax_vjp, jvp=_log_softmax_jvp, batch=_along_one_axis_batch,
+    attrs={"axis": -1},
     doc="x - logsumexp(x) along an axis, max-shifted",
     gpu=GPU(kernel="softmax"), tools=Tools(sample=lambda b: log_softmax(b.x((2, 3, 4), lo=-3.0, hi=3.0), axis=1)),
 ))
@@ -185,9 +198,40 @@ def _layer_norm_dx_vjp(c: VjpContext, ybar: Tensor):
     return dg, dx, dw
 
 
+def _row_constant(c: BatchContext, like: Tensor, value: float) -> Tensor:
+    from .leaves import constant
+
+    return constant(np.full(c.in_shapes[0][-1:], value), graph=like.graph)
+
+
+def _layer_norm_batch(c: BatchContext, args: tuple, dims: tuple):
+    """layer_norm works along the last axis, so a batch axis in front is one more row axis.
+
+    A batched weight or bias (one per example) cannot be the op's (D,) weight: the rows are
+    normalised with weight 1 and bias 0, then scaled and shifted by a broadcast multiply-add.
+    """
+    (x, w, b), (dx, dw, db) = args, dims
+    x = c.moved(x, dx)
+    if dw is None and db is None:
+        return apply("layer_norm", x, w, b, **c.attrs), 0
+    rank = len(c.out_shape)
+    xhat = apply("layer_norm", x, _row_constant(c, x, 1.0), _row_constant(c, x, 0.0), **c.attrs)
+    return xhat * c.aligned(w, dw, rank) + c.aligned(b, db, rank), 0
+
+
+def _layer_norm_dx_batch(c: BatchContext, args: tuple, dims: tuple):
+    """As layer_norm's: rows in front. The kernel only ever uses g * w, so a batched w is folded into g."""
+    (g, x, w), (dg, dx, dw) = args, dims
+    g, x = c.moved(g, dg), c.moved(x, dx)
+    if dw is None:
+        return apply("layer_norm_dx", g, x, w, **c.attrs), 0
+    return apply("layer_norm_dx", g * c.aligned(w, dw, len(c.out_shape)), x, _row_constant(c, x, 1.0),
+                 **c.attrs), 0
+
+
 register(OpSpec(
     name="layer_norm_dx", category="gradient", arity=3, infer=_layer_norm_dx_infer, numpy=_layer_norm_dx_kernel,
-    vjp=_layer_norm_dx_vjp, attrs={"eps": 1e-5},
+    vjp=_layer_norm_dx_vjp, batch=_layer_norm_dx_batch, attrs={"eps": 1e-5},
     doc="the gradient of layer_norm with respect to x, one row at a time (g is the output's gradient)",
     gpu=GPU(kernel="layer_norm"),
     tools=Tools(sample=lambda b: apply("layer_norm_dx", b.x((3, 5)), b.x((3, 5)), b.x((5,)))),
@@ -196,7 +240,7 @@ register(OpSpec(
 
 register(OpSpec(
     name="layer_norm", category="normalisation", arity=3, infer=_layer_norm_infer, numpy=_layer_norm_kernel,
-    vjp=_layer_norm_vjp, attrs={"eps": 1e-5},
+    vjp=_layer_norm_vjp, batch=_layer_norm_batch, attrs={"eps": 1e-5},
     doc="normalise the last axis to mean 0, variance 1, then scale (weight) and shift (bias)",
     gpu=GPU(kernel="layer_norm"), tools=Tools(sample=lambda b: layer_norm(b.x((2, 4)), b.x((4,)), b.x((4,)))),
 ))
@@ -276,11 +320,63 @@ def _embedding_grad_infer(ids: tuple, g: tuple, num_embeddings: int = 0, **_: An
     return (num_embeddings,) + g[len(ids):]
 
 
+def _eye(c: BatchContext, like: Tensor, shape: tuple) -> Tensor:
+    """The B x B identity, reshaped to ``shape`` (a mask that keeps example b's part of example b's row)."""
+    from .leaves import constant
+
+    return constant(np.eye(c.size).reshape(shape), name="eye (vmap)", graph=like.graph)
+
+
+def _embedding_batch(c: BatchContext, args: tuple, dims: tuple):
+    """Row lookups for a batch, with no loop over the examples.
+
+    * Batched ids, one table: the lookup takes ids of any shape, so it runs as it is; the output's
+      batch axis is the ids' (the ids' axes come first in the output).
+    * A table per example (B, V, D): side by side they are one wide table (V, B * D), whose row v
+      holds row v of every example's table. Looking up the ids in it gives every example's rows;
+      with batched ids too, example b keeps only its own part (a mask of the identity and a sum: B x B
+      work per row, still one node each).
+    """
+    (ids, table), (di, dt) = args, dims
+    if dt is None:
+        return apply("embedding", ids, table), di
+    rows, dim = c.in_shapes[1]
+    wide = _shape.reshape(c.moved(table, dt, 1), (rows, c.size * dim))
+    if di is None:
+        looked = apply("embedding", ids, wide)
+        return _shape.reshape(looked, ids.shape + (c.size, dim)), ids.ndim
+    ids = c.moved(ids, di)
+    looked = _shape.reshape(apply("embedding", ids, wide), ids.shape + (c.size, dim))
+    mask = _eye(c, looked, (c.size,) + (1,) * (ids.ndim - 1) + (c.size, 1))
+    return _red.sum(looked * mask, axis=ids.ndim), 0
+
+
+def _embedding_grad_batch(c: BatchContext, args: tuple, dims: tuple):
+    """Scatter-adds for a batch: one table gradient per example, (V, B, ...) with the batch in axis 1.
+
+    * Ids the same for every example: the batch of gradients g moves behind the ids' axes, where it is
+      one more feature axis: each id adds a (B, ...) block into its row.
+    * Batched ids: example b's rows must reach only example b's table. g is spread over a one-hot axis
+      of the examples (g[b, ..., c, :] is g[b, ..., :] where c == b, else 0), which is a feature axis
+      again; the ids, batched, are just more ids.
+    """
+    (ids, g), (di, dg) = args, dims
+    n_ids = len(c.in_shapes[0])
+    v = c.attrs["num_embeddings"]
+    if di is None:
+        return apply("embedding_grad", ids, _shape.moveaxis(g, dg, n_ids), num_embeddings=v), 1
+    ids, g = c.moved(ids, di), c.moved(g, dg)
+    feature = g.shape[1 + n_ids:]
+    spread = _shape.reshape(g, g.shape[: 1 + n_ids] + (1,) + feature)
+    mask = _eye(c, g, (c.size,) + (1,) * n_ids + (c.size,) + (1,) * len(feature))
+    return apply("embedding_grad", ids, spread * mask, num_embeddings=v), 1
+
+
 _SAMPLE_IDS = [[0, 2, 0], [4, 2, 2]]   # repeated ids: their rows' gradients must add up
 register(OpSpec(
     name="embedding", category="shape", arity=2, infer=_embedding_infer, numpy=_embedding_kernel,
     vjp=lambda c, g: (None, apply("embedding_grad", c.inputs[0], g, num_embeddings=c.inputs[1].shape[0])),
-    jvp=lambda c, t: None if t[1] is None else embedding(c.inputs[0], t[1]),
+    jvp=lambda c, t: None if t[1] is None else embedding(c.inputs[0], t[1]), batch=_embedding_batch,
     diff_inputs=(False, True), input_kinds=("int", "float"),
     doc="row lookup: out[..., :] = table[ids[...], :]",
     gpu=GPU(kernel="gather", index_bound=lambda shapes, **_: shapes[1][0]),   # ids pick rows 0 .. rows - 1
@@ -290,6 +386,7 @@ register(OpSpec(
     name="embedding_grad", category="gradient", arity=2, infer=_embedding_grad_infer, numpy=_embedding_grad_kernel,
     vjp=lambda c, g: (None, embedding(c.inputs[0], g)),
     jvp=lambda c, t: None if t[1] is None else apply("embedding_grad", c.inputs[0], t[1], **c.attrs),
+    batch=_embedding_grad_batch,
     diff_inputs=(False, True), input_kinds=("int", "float"), attrs={"num_embeddings": 0},
     doc="scatter-add of row gradients into a table-shaped zero tensor (repeated ids add up)",
     gpu=GPU(kernel="gather", index_bound=lambda shapes, num_embeddings=0, **_: num_embeddings),

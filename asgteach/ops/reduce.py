@@ -4,6 +4,10 @@ Every reduction takes ``axis`` (None = all axes, an int, or a tuple) and ``keepd
 like numpy. The backward rules all start the same way: put the reduced axes back as
 size-1 axes (``reshape``) and broadcast the gradient over them — each input element
 contributed to exactly one output element.
+
+They share one batching rule too (``at.vmap``, :func:`_batch_reduce`): reduce the same
+per-example axes, each counted past the batch axis, and keep the batch axis out of the
+reduction. No transpose is needed: the batch axis stays where it is.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from ..shapes import normalize_axes, reduced_shape, single_axis
 from ..tensor import Tensor
 from . import elementwise as _ew
 from . import shape as _shape
-from .registry import GPU, OpSpec, Tools, VjpContext, apply, as_tensor, register
+from .registry import GPU, BatchContext, OpSpec, Tools, VjpContext, apply, as_tensor, register
 
 __all__ = ["sum", "mean", "max", "var", "argmax"]
 
@@ -69,6 +73,23 @@ def _reduced_axes(s: tuple, axis: tuple = (), **_: Any) -> tuple[int, ...]:
 _ATTRS = {"axis": (), "keepdims": False}
 
 
+def _batch_reduce(c: BatchContext, args: tuple, dims: tuple):
+    """The batching rule of every reduction over ``axis`` (a tuple) and of argmax (one int).
+
+    Per-example axis ``a`` is axis ``a`` of the batch when it comes before the batch axis ``d``,
+    ``a + 1`` after it. The batch axis is never reduced; without keepdims it moves left by one for
+    each reduced axis in front of it.
+    """
+    (x,), (d,) = args, dims
+    n = len(c.in_shapes[0])
+    many = isinstance(c.attrs["axis"], (tuple, list))
+    axes = tuple(int(a) % n for a in (c.attrs["axis"] if many else (c.attrs["axis"],))) if n else ()
+    moved = tuple(a + (a >= d) for a in axes)
+    keep = bool(c.attrs["keepdims"])
+    out = apply(c.op, x, **{**c.attrs, "axis": moved if many else moved[0]})
+    return out, d if keep else d - len([a for a in axes if a < d])   # (sum is this module's op)
+
+
 # --- sum ------------------------------------------------------------------------------------------
 def _sum_vjp(c: VjpContext, g: Tensor):
     return (_expand(c, g),)
@@ -81,7 +102,7 @@ def _sum_jvp(c: VjpContext, t):
 # np.add.reduce and np.maximum.reduce are what np.sum and np.max call, minus the wrapper.
 register(OpSpec(
     name="sum", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.add.reduce), vjp=_sum_vjp,
-    jvp=_sum_jvp, attrs=_ATTRS,
+    jvp=_sum_jvp, batch=_batch_reduce, attrs=_ATTRS,
     doc="sum over axes",
     gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes), tools=Tools(sample=lambda b: sum(b.x((2, 3, 4)), axis=1)),
 ))
@@ -122,7 +143,7 @@ def _mean_kernel(x: np.ndarray, axis: tuple = (), keepdims: bool = False) -> np.
 
 register(OpSpec(
     name="mean", category="reduction", arity=1, infer=_infer, numpy=_mean_kernel, vjp=_mean_vjp, jvp=_mean_jvp,
-    attrs=_ATTRS,
+    batch=_batch_reduce, attrs=_ATTRS,
     doc="mean over axes",
     gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes),
     tools=Tools(sample=lambda b: mean(b.x((2, 3, 4)), axis=(0, 2), keepdims=True)),
@@ -145,7 +166,7 @@ def _max_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="max", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.maximum.reduce), vjp=_max_vjp,
-    attrs=_ATTRS,
+    batch=_batch_reduce, attrs=_ATTRS,
     doc="max over axes; the gradient flows to the maximum (split at ties)",
     gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes),
     tools=Tools(sample=lambda b: max(b.distinct((2, 3, 4)), axis=1)),   # no ties: one winner per row
@@ -167,6 +188,7 @@ def _var_vjp(c: VjpContext, g: Tensor):
 
 register(OpSpec(
     name="var", category="reduction", arity=1, infer=_infer, numpy=_kernel(np.var), vjp=_var_vjp, attrs=_ATTRS,
+    batch=_batch_reduce,
     doc="population variance (ddof=0) over axes",
     gpu=GPU(kernel="reduce", reduced_axes=_reduced_axes), tools=Tools(sample=lambda b: var(b.x((2, 3, 4)), axis=-1)),
 ))
@@ -189,7 +211,7 @@ def _argmax_kernel(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.
 register(OpSpec(
     name="argmax", category="reduction", arity=1, infer=_argmax_infer, numpy=_argmax_kernel, out_kind="int",
     not_differentiable="it returns integer positions, which do not change smoothly with x",
-    attrs={"axis": -1, "keepdims": False},
+    batch=_batch_reduce, attrs={"axis": -1, "keepdims": False},
     doc="index of the maximum along one axis",
     gpu=GPU(kernel="reduce", reduced_axes=lambda s, axis=-1, **_: (axis % (len(s) or 1),)),
     tools=Tools(sample=lambda b: argmax(b.distinct((3, 4)), axis=-1)),

@@ -10,6 +10,9 @@ record's own fields say what the op *means*:
   ``g`` (a Tensor) it returns the input gradients as Tensors, so the gradient is itself a
   graph that can be drawn, run on any backend and differentiated again;
 * ``jvp``    — optional forward-mode rule (autograd derives one from the VJP otherwise);
+* ``batch``  — the batching rule ``at.vmap`` uses, in graph ops too: given the node's inputs
+  with a batch axis (or none) it builds the node's output for a whole batch at once
+  (:class:`BatchContext`; ``not_batchable="why"`` marks an op that has none);
 * ``explain`` — what the inspector says about it, per language (built-in ops may keep
   these texts in ``asgteach/explain/<lang>.toml`` instead).
 
@@ -54,11 +57,12 @@ from .. import hooks
 from ..graph import Graph, default_graph, user_source
 from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
+from .trace import common_graph
 
 __all__ = [
     "OpSpec", "GPU", "View", "Tools", "Composite", "REGISTRY", "COMPOSITES", "CATEGORIES", "register", "unregister",
-    "registered", "apply", "NotDifferentiableError", "VjpContext", "patched", "as_tensor", "spec", "lookup",
-    "activation", "activations", "wgsl_input_names", "check_name",
+    "registered", "apply", "NotDifferentiableError", "VjpContext", "BatchContext", "patched", "as_tensor", "spec",
+    "lookup", "activation", "activations", "wgsl_input_names", "check_name",
 ]
 
 CATEGORIES = (
@@ -87,6 +91,61 @@ class VjpContext:
     out: Tensor
     attrs: dict[str, Any]
     needs: tuple[bool, ...]
+
+
+@dataclass
+class BatchContext:
+    """What a batching rule gets to see about the node it batches (``OpSpec.batch``, read by ``at.vmap``).
+
+    A rule is ``batch(ctx, args, dims) -> (out, out_dim)``. ``args`` are the node's inputs as Tensors
+    that hold a whole batch: ``dims[i]`` is the axis of ``args[i]`` that runs over the examples, or
+    None when that input is the same for every example (then it has its per-example shape). At least
+    one input is batched (``vmap`` runs a node with none as it is). The rule returns the output for
+    the whole batch, built from graph ops, and the axis of it that runs over the examples.
+
+    Attributes:
+        op: the op's name.
+        attrs: the node's static arguments, as they were for ONE example (``axis`` counts per-example axes).
+        size: how many examples (the batch axis' length).
+        in_shapes: the shape of each input for one example.
+        out_shape: the shape of the output for one example.
+
+    The helpers :meth:`moved` and :meth:`aligned` do what most rules start with: put the batch axis
+    where the op wants it (an unbatched input is broadcast to the batch).
+    """
+
+    op: str
+    attrs: dict[str, Any]
+    size: int
+    in_shapes: tuple[Shape, ...]
+    out_shape: Shape
+
+    def moved(self, x: Tensor, dim: int | None, to: int = 0) -> Tensor:
+        """``x`` with its batch axis at position ``to``; an unbatched ``x`` is repeated ``size`` times there."""
+        from . import shape as _shape  # (the shape ops register after this module)
+
+        if dim is not None:
+            return _shape.moveaxis(x, dim, to)
+        stretched = x.shape[:to] + (self.size,) + x.shape[to:]
+        if to == 0:   # numpy broadcasting adds axes on the left: no reshape needed
+            return _shape.broadcast_to(x, stretched)
+        return _shape.broadcast_to(_shape.reshape(x, x.shape[:to] + (1,) + x.shape[to:]), stretched)
+
+    def aligned(self, x: Tensor, dim: int | None, rank: int) -> Tensor:
+        """``x`` ready to broadcast against a batch of per-example rank ``rank``: the elementwise rule's move.
+
+        A batched ``x`` gets its batch axis first and, when it has fewer per-example axes than ``rank``,
+        size-1 axes after it: numpy would pad the *per-example* shape on the left, and it must not line
+        the batch axis up with a per-example one. An unbatched ``x`` stays as it is: padded on the left, it
+        lines up with the per-example axes by itself.
+        """
+        from . import shape as _shape
+
+        if dim is None:
+            return x
+        x = _shape.moveaxis(x, dim, 0)
+        missing = rank - (x.ndim - 1)
+        return _shape.reshape(x, (x.shape[0],) + (1,) * missing + x.shape[1:]) if missing > 0 else x
 
 
 def wgsl_input_names(arity: int) -> tuple[str, ...]:
@@ -176,6 +235,10 @@ class OpSpec:
         derivative is zero wherever it exists, so they stop gradients *by design*.
         ``diff_inputs`` marks which inputs a gradient flows into (``embedding``'s integer ids
         and ``where``'s condition do not).
+    Its batching rule (``at.vmap``):
+        ``batch(ctx, args, dims) -> (out, out_dim)`` (:class:`BatchContext`), in graph ops; an
+        elementwise op can use the shared ``batch_elementwise``. Or ``not_batchable="why"``. Without
+        either, vmap through the op raises an error naming it.
     Element kinds:
         ``input_kinds``: the kind each input must hold ("float", "int" or "any");
         ``out_kind``: the kind of the result ("same": that of the inputs).
@@ -213,6 +276,8 @@ class OpSpec:
     gpu: GPU = field(default_factory=GPU)
     view: View = field(default_factory=View)
     tools: Tools = field(default_factory=Tools)
+    batch: Callable[[BatchContext, tuple[Tensor, ...], tuple[int | None, ...]], tuple[Tensor, int | None]] | None = None
+    not_batchable: str | None = None
 
     def __post_init__(self) -> None:
         for part, kind in (("gpu", GPU), ("view", View), ("tools", Tools)):
@@ -332,6 +397,11 @@ def _check(spec: OpSpec) -> None:
         raise ValueError(f"op {name!r} needs a vjp or an explicit not_differentiable reason")
     if not spec.leaf and not callable(spec.numpy):
         raise ValueError(f"op {name!r} needs a numpy kernel: numpy=lambda x, **attrs: ...")
+    if spec.batch is not None and not callable(spec.batch):
+        raise ValueError(f"op {name!r}: a batching rule is a function, batch=lambda ctx, args, dims: (out, out_dim); "
+                         f"an elementwise op can use batch=batch_elementwise (from asgteach.ops)")
+    if spec.batch is not None and spec.not_batchable is not None:
+        raise ValueError(f"op {name!r} has a batching rule and a not_batchable mark: give one of them")
     gpu = spec.gpu
     if gpu.kernel == "elementwise":
         if gpu.expr is None:
@@ -476,21 +546,6 @@ def patched(name: str, **changes: Any) -> Iterator[OpSpec]:
         REGISTRY[name] = original
 
 
-def _graph_of(args: Sequence[Any]) -> Graph:
-    graphs = {id(a.graph): a.graph for a in args if isinstance(a, Tensor)}
-    if len(graphs) > 1:
-        if any(g.retired for g in graphs.values()):
-            raise ValueError(
-                "these tensors live in different graphs: some were made before at.reset(), which started "
-                "a fresh default graph; re-run the cells that made them"
-            )
-        raise ValueError(
-            "these tensors live in different graphs; build one computation inside one "
-            "`with at.Graph():` block"
-        )
-    return next(iter(graphs.values())) if graphs else default_graph()
-
-
 def as_tensor(
     value: Any, graph: Graph | None = None, kind: str = "float", source: str | None = None,
     op: str = "", index: int | None = None,
@@ -527,7 +582,7 @@ def apply(name: str, *args: Any, **attrs: Any) -> Tensor:
     source = user_source()
     if op.arity is not None and len(args) != op.arity:
         raise TypeError(f"{name} takes {op.arity} tensor inputs, got {len(args)}")
-    graph = _graph_of(args)
+    graph, args = common_graph(args)   # (inside at.vmap's trace: Tensors of the graphs it extends are lifted)
     from .leaves import to_array
 
     try:  # x + None, x * "a", a ragged list: the error is raised here, naming this op

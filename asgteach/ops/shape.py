@@ -4,6 +4,10 @@ These move numbers around without arithmetic, so their backward rules only move 
 gradient back: reshape undoes a reshape, ``broadcast_to`` and ``sum_to`` are each
 other's backward rule (copying one value to many places <-> adding many contributions
 into one place), a slice's gradient is zeros with the gradient written into the slice.
+
+Their batching rules (``at.vmap``) put the batch axis first and say what the op does to the
+axes after it: reshape to ``(B,) + shape``, transpose by the permutation shifted by one, a
+slice with ``:`` in front. ``moveaxis`` (a transpose) is the helper every rule uses.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from numpy.lib.stride_tricks import as_strided
 from ..graph import user_source
 from ..shapes import ShapeError, broadcast_shapes, single_axis
 from ..tensor import Tensor
-from .registry import GPU, OpSpec, Tools, View, VjpContext, apply, as_tensor, register
+from .registry import GPU, BatchContext, OpSpec, Tools, View, VjpContext, apply, as_tensor, register
 
 __all__ = ["reshape", "broadcast_to", "sum_to", "getitem", "concat", "transpose"]
-# (sum_to_axes and decode_index are public helpers of the kernels; __all__ lists the ops at.* re-exports)
+# (sum_to_axes and decode_index are public helpers of the kernels, moveaxis one of the batching rules;
+# __all__ lists the ops at.* re-exports)
+
+#: the encoded index of ``:`` (a whole axis), what a batched getitem puts in front of the per-example index
+_WHOLE_AXIS = ("s", None, None, None)
 
 
 def _as(x: Any, op: str) -> Tensor:
@@ -35,11 +43,17 @@ def _reshape_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
     return tuple(shape)
 
 
+def _reshape_batch(c: BatchContext, args: tuple, dims: tuple):
+    # row-major order: with the batch axis first, each example's numbers stay together
+    return reshape(c.moved(args[0], dims[0]), (c.size,) + tuple(c.attrs["shape"])), 0
+
+
 register(OpSpec(
     name="reshape", category="shape", arity=1, infer=_reshape_infer,
     numpy=lambda x, shape=(): x.reshape(shape),
     vjp=lambda c, g: (reshape(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else reshape(t[0], c.out.shape),
+    batch=_reshape_batch,
     input_kinds="any", out_kind="same", attrs={"shape": ()},
     doc="same numbers, new shape (row-major order)",
     gpu=GPU(kernel="copy"), view=View(glue=True), tools=Tools(sample=lambda b: reshape(b.x((2, 3)), (3, 2))),
@@ -76,10 +90,33 @@ def _transpose_vjp(c: VjpContext, g: Tensor):
     return (transpose(g, inverse),)
 
 
+def _transpose_batch(c: BatchContext, args: tuple, dims: tuple):
+    """One transpose: the batch axis (wherever it is) first, then the per-example permutation.
+
+    Per-example axis ``a`` sits at ``a`` in the batch if it comes before the batch axis ``d``, at
+    ``a + 1`` after it.
+    """
+    d, n = dims[0], len(c.in_shapes[0])
+    axes = tuple(int(a) % n for a in c.attrs["axes"]) if n else ()
+    return transpose(args[0], (d,) + tuple(a + (a >= d) for a in axes)), 0
+
+
+def moveaxis(x: Tensor, source: int, destination: int) -> Tensor:
+    """``np.moveaxis`` for one axis: a transpose (``x`` itself when the axis is already there)."""
+    n = x.ndim
+    source, destination = source % n, destination % n
+    if source == destination:
+        return x
+    order = [a for a in range(n) if a != source]
+    order.insert(destination, source)
+    return transpose(x, order)
+
+
 register(OpSpec(
     name="transpose", category="linalg", arity=1, infer=_transpose_infer,
     numpy=lambda x, axes=(): x.transpose(axes),
     vjp=_transpose_vjp, jvp=lambda c, t: None if t[0] is None else transpose(t[0], c.attrs["axes"]),
+    batch=_transpose_batch,
     input_kinds="any", out_kind="same", attrs={"axes": ()},
     doc="permute axes (default: reverse them, like x.T)",
     gpu=GPU(kernel="copy"), view=View(glue=True), tools=Tools(sample=lambda b: transpose(b.x((2, 3, 4)), (1, 2, 0))),
@@ -157,10 +194,27 @@ def _sum_to_infer(s: tuple, shape: tuple = (), **_: Any) -> tuple:
     return shape
 
 
+def _broadcast_to_batch(c: BatchContext, args: tuple, dims: tuple):
+    shape = tuple(c.attrs["shape"])
+    return broadcast_to(c.aligned(args[0], dims[0], len(shape)), (c.size,) + shape), 0
+
+
+def _sum_to_batch(c: BatchContext, args: tuple, dims: tuple):
+    """sum_to sums leading axes away, and a batch axis in front would be one of them: sum the per-example
+    axes it sums (each shifted by the batch axis) with ``sum``, then drop them with a reshape."""
+    from .reduce import sum as _sum
+
+    shape = tuple(c.attrs["shape"])
+    axes, _ = sum_to_axes(c.in_shapes[0], shape)
+    x = c.moved(args[0], dims[0])
+    return reshape(_sum(x, axis=tuple(a + 1 for a in axes), keepdims=True), (c.size,) + shape), 0
+
+
 register(OpSpec(
     name="broadcast_to", category="shape", arity=1, infer=_broadcast_to_infer, numpy=_broadcast_to_kernel,
     vjp=lambda c, g: (sum_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else broadcast_to(t[0], c.out.shape),
+    batch=_broadcast_to_batch,
     input_kinds="any", out_kind="same", attrs={"shape": ()},
     doc="repeat along size-1 / new leading axes (numpy broadcasting)",
     gpu=GPU(kernel="copy"), view=View(broadcasts=True, glue=True),
@@ -170,7 +224,7 @@ register(OpSpec(
     name="sum_to", category="shape", arity=1, infer=_sum_to_infer, numpy=_sum_to_kernel,
     vjp=lambda c, g: (broadcast_to(g, c.inputs[0].shape),),
     jvp=lambda c, t: None if t[0] is None else sum_to(t[0], c.out.shape),
-    attrs={"shape": ()},
+    batch=_sum_to_batch, attrs={"shape": ()},
     doc="sum over the axes that broadcasting created: the un-broadcast of a gradient",
     gpu=GPU(kernel="reduce", entry="sum", reduced_axes=lambda s, shape=(), **_: sum_to_axes(s, tuple(shape))[0]),
     view=View(glue=True), tools=Tools(sample=lambda b: sum_to(b.x((2, 4, 3)), (4, 1))),
@@ -251,10 +305,21 @@ def _getitem_grad_kernel(g: np.ndarray, shape: tuple = (), index: tuple = ()) ->
     return out
 
 
+def _getitem_batch(c: BatchContext, args: tuple, dims: tuple):
+    # x[index] for each example is x_batch[:, index]: the batch axis first, kept whole (also before a ... or None)
+    return apply("getitem", c.moved(args[0], dims[0]), index=(_WHOLE_AXIS,) + tuple(c.attrs["index"])), 0
+
+
+def _getitem_grad_batch(c: BatchContext, args: tuple, dims: tuple):
+    return apply("getitem_grad", c.moved(args[0], dims[0]), shape=(c.size,) + tuple(c.attrs["shape"]),
+                 index=(_WHOLE_AXIS,) + tuple(c.attrs["index"])), 0
+
+
 register(OpSpec(
     name="getitem", category="shape", arity=1, infer=_getitem_infer, numpy=lambda x, index=(): x[decode_index(index)],
     vjp=lambda c, g: (apply("getitem_grad", g, shape=c.inputs[0].shape, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem", t[0], index=c.attrs["index"]),
+    batch=_getitem_batch,
     input_kinds="any", out_kind="same", attrs={"index": ()},
     doc="basic indexing with ints, slices (with steps), None and ...",
     gpu=GPU(kernel="copy"), tools=Tools(sample=lambda b: b.x((4, 5))[1:3, ::2]),
@@ -264,7 +329,7 @@ register(OpSpec(
     numpy=_getitem_grad_kernel,
     vjp=lambda c, g: (apply("getitem", g, index=c.attrs["index"]),),
     jvp=lambda c, t: None if t[0] is None else apply("getitem_grad", t[0], **c.attrs),
-    attrs={"shape": (), "index": ()},
+    batch=_getitem_grad_batch, attrs={"shape": (), "index": ()},
     doc="the gradient of x[index]: zeros of x's shape with g written into the indexed part",
     gpu=GPU(kernel="copy"),
     tools=Tools(sample=lambda b: apply("getitem_grad", b.x((2, 3)), shape=(4, 5), index=_encode_index(
@@ -302,9 +367,15 @@ def _concat_jvp(c: VjpContext, t):
     return None if all(ti is None for ti in t) else concat(parts, axis=c.attrs["axis"])
 
 
+def _concat_batch(c: BatchContext, args: tuple, dims: tuple):
+    # every input batched along axis 0 (an unbatched one repeated), joined along the per-example axis + 1
+    axis = int(c.attrs["axis"]) % len(c.in_shapes[0])
+    return concat([c.moved(x, d) for x, d in zip(args, dims)], axis=axis + 1), 0
+
+
 register(OpSpec(
     name="concat", category="shape", arity=None, infer=_concat_infer,
-    numpy=lambda *xs, axis=0: np.concatenate(xs, axis=axis), vjp=_concat_vjp, jvp=_concat_jvp,
+    numpy=lambda *xs, axis=0: np.concatenate(xs, axis=axis), vjp=_concat_vjp, jvp=_concat_jvp, batch=_concat_batch,
     input_kinds="any", out_kind="same", attrs={"axis": 0},
     doc="join tensors along an existing axis",
     gpu=GPU(kernel="copy"), tools=Tools(sample=lambda b: concat([b.x((2, 3)), b.x((1, 3))], axis=0)),
