@@ -264,6 +264,17 @@ def test_writes_stay_in_the_sandbox_and_no_process_outlives_it(tmp_path: Path) -
     assert left == [], f"processes the submission started are still alive: {left}"
 
 
+def test_the_sandbox_imports_the_asgteach_the_judge_runs() -> None:
+    """A tree on PYTHONPATH (bench/autograde_time.py --tree), an editable install or a wheel: the same package."""
+    needs_sandbox()
+    nb = _notebook(("context", IMPORTS + "print('FILE', at.__file__)\n"),
+                   ("answer1", "with exercise(1):\n    def f(x):\n        return x * x\n"),
+                   ("check1", "with check(1, graded=True):\n    check_array(f(2.0), 4.0)\n"))
+    verdicts, outputs = judge_with_outputs(nb, "test-lesson", source_nb=nb, limits=Limits(time=60, request_time=30))
+    assert f"FILE {at.__file__}" in outputs[0]["output"], outputs[0]
+    assert verdicts[1].passed, verdicts[1].message
+
+
 def test_no_network_in_the_sandbox() -> None:
     needs_sandbox()
     probe = ("import socket\ns = socket.socket()\ntry:\n    s.connect(('127.0.0.1', 22))\n    net = 'connected'\n"

@@ -142,21 +142,27 @@ def command(limits: Limits, module: str = "asgteach.grading.probe") -> list[str]
     require()
     bwrap = _bwrap()
     assert bwrap is not None
+    import asgteach
+
     args = [bwrap, "--unshare-all", "--uid", "65534", "--gid", "65534", "--hostname", "sandbox",
-            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
+            "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv",
+            # the private /tmp first: a path bound below that lies under /tmp (a checkout there) stays visible
+            "--size", str(limits.scratch), "--tmpfs", "/tmp"]
     for p in visible_paths():
         args += ["--ro-bind", str(p), str(p)]
     args += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.scratch), "--tmpfs", "/tmp",
              "--dir", "/tmp/work", "--dir", "/tmp/home", "--dir", "/tmp/run", "--chdir", "/tmp/work"]
+    # the sandbox imports the very asgteach the judge runs (a checkout on PYTHONPATH, an editable install, a wheel)
+    package_parent = str(Path(asgteach.__file__).resolve().parent.parent)
     env = {"HOME": "/tmp/home", "TMPDIR": "/tmp", "XDG_RUNTIME_DIR": "/tmp/run", "MPLBACKEND": "Agg",
            "MPLCONFIGDIR": "/tmp/home/mpl", "ASGTEACH_NO_PROGRESS": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "LANG": "C.UTF-8", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ASGTEACH_SANDBOX": "1"}
+           "LANG": "C.UTF-8", "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ASGTEACH_SANDBOX": "1",
+           "PYTHONPATH": package_parent}
     env.update(limits.extra_env)
     for k, v in env.items():
         args += ["--setenv", k, str(v)]
-    args += ["--", sys.executable, "-I", "-m", module]
+    args += ["--", sys.executable, "-s", "-B", "-m", module]     # no user site-packages, no bytecode written
     return args
 
 
