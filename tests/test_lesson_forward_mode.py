@@ -1,8 +1,9 @@
-"""Lesson 10's checks for the softmax Jacobian (exercise 4) and a JVP by transposition (exercise 5).
+"""Lessons 10 and 10b's checks: the softmax Jacobian (10b's exercise 2), a JVP by transposition (10's exercise 3)
+and per-example gradients with at.vmap (10b's exercise 3).
 
 Each check passes on a right answer and, on a wrong or borrowed one, fails with a message that says
 what is wrong: the library's autodiff called, a finite-difference approximation, a wrong shape, a
-Jacobian built row by row instead of by the trick.
+Jacobian built row by row instead of by the trick, a loop over the examples instead of vmap.
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.lessons import ExerciseError, lesson10
+from asgteach.lessons import ExerciseError, lesson10, lesson10b
 
 
-# --- exercise 4: softmax's Jacobian from y alone ----------------------------------------------------
+# --- lesson 10b, exercise 2: softmax's Jacobian from y alone ----------------------------------------------------
 
 def softmax_jacobian(y: np.ndarray) -> np.ndarray:
     return y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]
 
 
 def test_softmax_jacobian_passes_on_the_formula() -> None:
-    lesson10.softmax_jacobian_check(softmax_jacobian)
+    lesson10b.softmax_jacobian_check(softmax_jacobian)
 
 
 def test_softmax_jacobian_by_the_library_is_refused() -> None:
@@ -33,7 +34,7 @@ def test_softmax_jacobian_by_the_library_is_refused() -> None:
         return np.stack([at.run(jt, {z: np.log(y), t: e}) for e in np.eye(y.size)], axis=1)
 
     with pytest.raises(ExerciseError, match="which the exercise asks you to write yourself"):
-        lesson10.softmax_jacobian_check(by_jvp)
+        lesson10b.softmax_jacobian_check(by_jvp)
 
     def by_grad_of_own_softmax(y: np.ndarray) -> np.ndarray:
         with at.Graph():
@@ -44,7 +45,7 @@ def test_softmax_jacobian_by_the_library_is_refused() -> None:
 
     # the exercise's rule (numpy only) reads `at.` in the function's source before anything runs
     with pytest.raises(ExerciseError, match="line 2: uses at, which this exercise does not allow"):
-        lesson10.softmax_jacobian_check(by_grad_of_own_softmax)
+        lesson10b.softmax_jacobian_check(by_grad_of_own_softmax)
 
 
 def test_softmax_jacobian_by_finite_differences_is_named() -> None:
@@ -57,7 +58,7 @@ def test_softmax_jacobian_by_finite_differences_is_named() -> None:
         return np.stack([(soft(z + h * e) - soft(z - h * e)) / (2 * h) for e in np.eye(y.size)], axis=1)
 
     with pytest.raises(ExerciseError, match="finite differences give"):
-        lesson10.softmax_jacobian_check(by_differences)
+        lesson10b.softmax_jacobian_check(by_differences)
 
 
 def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
@@ -66,10 +67,10 @@ def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
         return np.diag(y) - np.outer(y, y)
 
     with pytest.raises(ExerciseError, match="a batch of rows .* one n x n Jacobian per row"):
-        lesson10.softmax_jacobian_check(one_row)
+        lesson10b.softmax_jacobian_check(one_row)
 
 
-# --- exercise 5: J t from the VJP graph --------------------------------------------------------------
+# --- lesson 10, exercise 3: J t from the VJP graph --------------------------------------------------------------
 
 def by_transposition(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
     u = at.input("u", y.shape)
@@ -110,3 +111,64 @@ def test_jvp_by_transposition_catches_a_missing_tangent() -> None:
 
     with pytest.raises(ExerciseError, match=r"J t \(.*\) is wrong"):
         lesson10.jvp_by_transposition_check(no_tangent)
+
+
+# --- lesson 10b, exercise 3: per-example gradients with at.vmap --------------------------------------------
+
+def by_vmap(loss_fn, w: at.Tensor, X: at.Tensor, Y: at.Tensor) -> at.Tensor:
+    return at.vmap(lambda x, y: at.grad(loss_fn(w, x, y), w))(X, Y)
+
+
+def test_per_example_grads_passes_on_vmap_and_on_a_copy_of_w_per_example() -> None:
+    lesson10b.per_example_grads_check(by_vmap)
+
+    def copies_of_w(loss_fn, w, X, Y):
+        W = at.broadcast_to(w, (X.shape[0], *w.shape))
+        return at.grad(at.sum(at.vmap(loss_fn)(W, X, Y)), W)
+
+    lesson10b.per_example_grads_check(copies_of_w)
+
+
+def test_per_example_grads_by_a_loop_is_caught_by_its_node_count() -> None:
+    def loop(loss_fn, w, X, Y):
+        rows = [at.grad(loss_fn(w, X[i], Y[i]), w) for i in range(X.shape[0])]
+        return at.concat([at.reshape(r, (1, *w.shape)) for r in rows], axis=0)
+
+    with pytest.raises(ExerciseError, match=r"added \d+ nodes .* for \d+ examples and \d+ for \d+ .*one copy of the "
+                                            "loss and its gradient per example"):
+        lesson10b.per_example_grads_check(loop)
+
+
+def test_per_example_grads_names_the_batch_gradient() -> None:
+    def batch(loss_fn, w, X, Y):
+        return at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)
+
+    with pytest.raises(ExerciseError, match="that is w's shape"):
+        lesson10b.per_example_grads_check(batch)
+
+    def repeated(loss_fn, w, X, Y):
+        return at.broadcast_to(batch(loss_fn, w, X, Y), (X.shape[0], *w.shape))
+
+    with pytest.raises(ExerciseError, match="every row is the batch's gradient"):
+        lesson10b.per_example_grads_check(repeated)
+
+
+def test_per_example_grads_wants_a_tensor_of_the_checks_graph() -> None:
+    with at.Graph():
+        elsewhere = at.input("G", (8, 3))
+    with pytest.raises(ExerciseError, match="a Tensor of another graph"):
+        lesson10b.per_example_grads_check(lambda loss_fn, w, X, Y: elsewhere)
+    with pytest.raises(ExerciseError, match="should return a Tensor of X's graph.*got ndarray"):
+        lesson10b.per_example_grads_check(lambda loss_fn, w, X, Y: np.zeros((X.shape[0], *w.shape)))
+
+
+def test_per_example_grads_losses_are_the_ones_the_check_differentiates() -> None:
+    """The check's losses, run one example at a time by the check's loop, against numpy."""
+    rng = np.random.default_rng(3)
+    W, x, y = rng.standard_normal((4, 3)), rng.standard_normal(4), np.array([0.2, 0.5, 0.3])
+    with at.Graph():
+        w_, x_, y_ = at.parameter("w", (4, 3)), at.input("x", (4,)), at.input("y", (3,))
+        loss = lesson10b.check_loss_softmax(w_, x_, y_)
+    z = x @ W
+    want = -(y * (z - z.max() - np.log(np.exp(z - z.max()).sum()))).sum()
+    np.testing.assert_allclose(at.run(loss, {w_: W, x_: x, y_: y}), want, rtol=1e-13)

@@ -10,7 +10,7 @@ from asgteach import resources
 from asgteach.grading.keys import load as load_keys
 from asgteach.lessons import (
     ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
-    check_tensor, check_vjp_rule, exercise, lesson03, lesson08, lesson10, lesson11, lesson12, lesson13,
+    check_tensor, check_vjp_rule, exercise, lesson03, lesson08, lesson10, lesson10b, lesson11, lesson12, lesson13,
     numerical_gradient, status, without,
 )
 from asgteach.ops import registry
@@ -496,7 +496,7 @@ def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
         lesson08.trained_accuracy(object(), x, np.zeros(4))
 
 
-def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> None:
+def test_lessons_10_and_10b_functions_are_checked_on_functions_of_the_checks_own() -> None:
     def hessian_from_hvp(hv, x, v, x0):
         return np.stack([at.run(hv, {x: x0, v: e}) for e in np.eye(x0.size)], axis=1)
 
@@ -504,12 +504,12 @@ def test_lesson_10_functions_are_checked_on_functions_of_the_checks_own() -> Non
         return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(a0.size)], axis=1)
 
     lesson10.hessian_from_hvp(hessian_from_hvp)
-    lesson10.jacobian_by_jvp(jacobian_by_jvp)
+    lesson10b.jacobian_by_jvp(jacobian_by_jvp)            # lesson 10's exercise 3 until 10b was split off
     H_exact = np.eye(5)                                   # the lesson's answer left in a variable
     with pytest.raises(ExerciseError, match="hessian_from_hvp"):
         lesson10.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
     with pytest.raises(ExerciseError, match="jacobian_by_jvp"):
-        lesson10.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
+        lesson10b.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
 
 
 def test_max_pool_grad_is_checked_on_images_of_the_checks_own() -> None:

@@ -57,7 +57,8 @@ def test_an_ordinary_answer_breaks_no_rule() -> None:
     ("03-chain-rule-and-reverse-mode", 1, "y = at.grad(x, x)\n", "uses at"),
     ("16-precision-and-loss-scaling", 1, "import ml_dtypes\n", "imports ml_dtypes"),
     ("14-deep-nets-vanishing-and-exploding", 3, "c = optim.clip_grad_norm(g, 1.0)\n", "uses .clip_grad_norm"),
-    ("10-higher-order-and-forward-mode", 5, "return at.jvp(y, x, t)\n", "uses .jvp"),
+    ("10-higher-order-and-forward-mode", 3, "return at.jvp(y, x, t)\n", "uses .jvp"),
+    ("10b-jacobians-and-vmap", 2, "J = at.jvp(at.softmax(z), z, t)\n", "uses at"),
 ])
 def test_an_exercise_rule_refuses_its_stand_ins(lesson: str, n: int, source: str, found: str) -> None:
     bad = problems(source, rule_for(lesson, n))

@@ -29,6 +29,7 @@ import ast
 import importlib
 import inspect
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
@@ -40,6 +41,7 @@ __all__ = ["Rule", "HANDS_OFF", "STAND_INS", "no_asgteach", "problems", "enforce
            "all_rules"]
 
 #: the checker's modules (asgteach.grading's, the lesson modules lesson00 ... lesson18 and their common helpers,
+#: every lessonNN[x] by its pattern, _LESSON_MODULE,
 #: and the names the checks had before they were one module per lesson) and the names the lessons import from
 #: them: an answer never needs them
 CHECKER_NAMES = frozenset({
@@ -51,6 +53,8 @@ CHECKER_NAMES = frozenset({
     "check", "check_array", "check_equal", "check_function", "check_node_values", "check_tensor", "check_true",
     "check_vjp_rule", "without", "ExerciseError", "status", "suspects",
 })
+#: a lesson's check module by its name (lesson03, lesson10b, lesson19...): every one, found or added later
+_LESSON_MODULE = re.compile(r"^lesson\d\d[a-z]?$")
 #: modules that open the interpreter, the file system or other processes
 DOORS = frozenset({
     "sys", "os", "posix", "importlib", "ctypes", "_ctypes", "cffi", "gc", "inspect", "builtins", "subprocess",
@@ -163,6 +167,9 @@ def problems(source: str, rule: Rule, allow_names: frozenset[str] = frozenset({"
     def module_banned(name: str) -> bool:
         return any(name == m or name.startswith(m + ".") for m in rule.imports)
 
+    def name_banned(name: str) -> bool:
+        return name in rule.names or (rule is HANDS_OFF and _LESSON_MODULE.match(name) is not None)
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -177,9 +184,9 @@ def problems(source: str, rule: Rule, allow_names: frozenset[str] = frozenset({"
                     if module_banned(f"{base}.{alias.name}"):
                         bad(node, f"imports {base}.{alias.name}")
             for alias in node.names:
-                if alias.name in rule.names:
+                if name_banned(alias.name):
                     bad(node, f"imports {alias.name}")
-        elif isinstance(node, ast.Name) and node.id in rule.names and node.id not in allow_names:
+        elif isinstance(node, ast.Name) and name_banned(node.id) and node.id not in allow_names:
             bad(node, f"uses {node.id}")
         elif isinstance(node, ast.Attribute) and node.attr in rule.attrs:
             bad(node, f"uses .{node.attr}")

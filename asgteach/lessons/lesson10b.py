@@ -1,0 +1,258 @@
+"""Lesson 10b's checks (Jacobians and vmap): Jacobians and per-example gradients of functions of the check's own.
+
+* Exercise 1, ``jacobian_by_jvp`` (lesson 10's exercise 3 until lesson 10 was split): :func:`jacobian_by_jvp`
+  hands the student's function the JVP graph of another function than the lesson's (a Jacobian that is not
+  diagonal), so an answer fitted to the lesson's F cannot pass.
+* Exercise 2, ``softmax_jacobian(y)``: :func:`softmax_jacobian_check` runs it at fresh probability vectors,
+  one row and batches of rows, while the library's autodiff and softmax are switched off (practice mode), and
+  wants the formula's result to round-off (a finite difference is named as such). ``RULES[2]``: numpy only.
+* Exercise 3, ``per_example_grads(loss_fn, w, X, Y)``: :func:`per_example_grads_check` calls it on losses of
+  the check's own (softmax regression with a matrix of weights, a robust regression through a feature), at
+  two batch sizes, in graphs of its own; runs the result at fresh values of w, X and Y and compares it with
+  its own loop of ``at.grad``, one example at a time; and counts the nodes the function added for each batch
+  size. Those must be the same: an answer that loops over the examples adds one copy of the loss and its
+  gradient per example, which is what vmap exists to avoid. Everything here is behaviour (values, shapes, a
+  node count read off the graph that comes back), so it holds in both modes: in a graded course the loss
+  functions are the sandbox's copies of this module's (``on_submission_side``: the student's ``at.vmap``
+  calls them where it runs), and the numbers are compared here.
+
+This file gives the answers away: try the lesson first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..grading.checks import check_array, check_function, without
+from ..grading.exercises import ExerciseError, on_submission_side
+from ..grading.rules import STAND_INS, Rule, enforce
+from .common import borrowed, fresh
+
+__all__ = ["LESSON", "RULES", "jacobian_by_jvp", "softmax_jacobian_check", "per_example_grads_check",
+           "check_loss_softmax", "check_loss_robust"]
+
+LESSON = "10b-jacobians-and-vmap"
+
+#: exercise -> what its answer may not use (the notebook's text states each one)
+RULES: dict[int, Rule] = {
+    2: Rule(why="the formula of section 3, with numpy only: asgteach's jvp, grad and softmax are the work which the "
+                "exercise asks you to write yourself",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "jvp", "grad", "hvp"})),
+}
+
+
+# --- exercise 1: a Jacobian by forward mode --------------------------------------------------------------
+
+def jacobian_by_jvp(fn: Callable[..., Any], trials: int = 2) -> None:
+    """``fn(jt, a, t, a0)`` -> the Jacobian at a0 of the function whose JVP graph ``jt`` is, here F(a) = tanh(M a).
+
+    F maps R^4 to R^3, so the Jacobian is 3 x 4 and not diagonal: an answer fitted to the lesson's
+    elementwise F (a diagonal) cannot pass.
+    """
+    import asgteach as at
+
+    rng = fresh()
+    M = rng.standard_normal((3, 4))
+    with at.Graph(name="check: another F"):
+        a = at.input("a", (4,))
+        t = at.input("t", (4,))
+        jt = at.jvp(at.tanh(at.constant(M) @ a), a, t)
+    for k in range(trials):
+        a0 = rng.standard_normal(4)
+        want = (1 - np.tanh(M @ a0) ** 2)[:, None] * M
+        check_function(fn, [((jt, a, t, a0), want)], name="jacobian_by_jvp", rtol=1e-8, atol=1e-10)
+
+
+# --- exercise 2: the softmax Jacobian from its output ------------------------------------------------------
+
+def _refuse_library(fn: Any, name: str, *originals: Any) -> None:
+    """Refuse a function whose notebook globals hold the library's own answer (``from asgteach import jvp``)."""
+    found = borrowed(fn, *originals)
+    if found:
+        raise ExerciseError(f"{name} calls the library's own {found} (imported by name), which the exercise asks "
+                            "you to do without: write it yourself")
+
+
+def _softmax_rows(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_jacobian_check(fn: Callable[[np.ndarray], Any]) -> None:
+    """``fn(y)`` -> softmax's Jacobian dy/dz at the point whose output is ``y``: (n, n), or (b, n, n) for rows.
+
+    Run at fresh probability vectors (sizes 2 to 7, one row and a batch of rows) while the
+    library's autodiff and its softmax are switched off, so the numbers must come from the
+    formula; to round-off, which a finite difference does not reach (the message says so).
+    """
+    enforce(fn, RULES[2], "softmax_jacobian")
+    import asgteach as at
+
+    from .. import autograd
+
+    _refuse_library(fn, "softmax_jacobian", at.jvp, at.grad, at.hvp, at.softmax)
+    rng = fresh()
+    cases = [_softmax_rows(rng.standard_normal(n) * 2) for n in (2, 3, 5)]
+    cases += [_softmax_rows(rng.standard_normal((b, n)) * 2) for b, n in ((4, 3), (1, 7))]
+    refuse = [(at, "jvp"), (at, "grad"), (at, "hvp"), (autograd, "jvp"), (autograd, "grad")]
+    for y in cases:
+        want = y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]   # diag(y) - y y^T
+        call = f"softmax_jacobian(<fresh y of shape {y.shape}>)"
+        with without("softmax", "log_softmax", attrs=refuse,
+                      why="section 3's formula gives J from y alone, with numpy"):
+            try:
+                got = fn(y.copy())
+            except (ExerciseError, NotImplementedError):
+                raise
+            except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+                batch = (f"\n  Hint: y here is a batch of rows, shape {y.shape}: return one n x n Jacobian per "
+                         "row, shape (b, n, n) (numpy broadcasting over the leading axis, or a loop over the rows)"
+                         if y.ndim == 2 else "")
+                raise ExerciseError(f"{call} raised {type(e).__name__}: {e}{batch}") from e
+        arr = np.asarray(got, dtype=np.float64) if np.shape(got) == want.shape else None
+        if arr is not None and np.allclose(arr, want, rtol=1e-11, atol=1e-14):
+            continue
+        if arr is not None and np.allclose(arr, want, rtol=1e-4, atol=1e-7):
+            # close but not exact: check_array's guesses (a factor, a transpose: J is symmetric) would mislead
+            k = np.unravel_index(int(np.argmax(np.abs(arr - want))), want.shape)
+            where = "[" + ", ".join(str(int(i)) for i in k) + "]"
+            raise ExerciseError(f"{call} agrees with the Jacobian to a few digits only (worst element {where}: "
+                                f"expected {float(want[k]):.12g}, got {float(arr[k]):.12g}): that is what finite "
+                                "differences give. Use the formula of section 3, J[i, j] = y[i] (delta_ij - y[j]): it "
+                                "is exact to round-off.")
+        if y.ndim == 2 and np.shape(got) == (y.shape[-1], y.shape[-1]):
+            raise ExerciseError(f"{call} returned one {np.shape(got)} matrix. Hint: y here is a batch of rows "
+                                f"(b, n): return one n x n Jacobian per row, shape {want.shape}")
+        try:
+            check_array(got, want, name="the Jacobian", where=call, rtol=1e-11, atol=1e-14)
+        except ExerciseError as e:
+            extra = ""
+            if arr is not None and np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
+                extra = "\n  Hint: the diagonal is y_i - y_i^2 (positive), the rest -y_i y_j."
+            elif np.shape(got) != want.shape:
+                extra = "\n  Hint: J is n x n for y of n entries (and one such matrix per row of a batch)."
+            raise ExerciseError(f"{e}{extra}") from None
+
+
+# --- exercise 3: per-example gradients with at.vmap --------------------------------------------------------
+#
+# The check's losses, each for ONE example, as the exercise's loss_fn(w, x, y). They are module functions so
+# that a graded check can hand the student's function the sandbox's copy of them (on_submission_side): the
+# student's at.vmap traces them where it runs. What the student's function returns is believed only as a graph
+# that the check runs here, at values of its own.
+
+def check_loss_softmax(w: Any, x: Any, y: Any) -> Any:
+    """Softmax regression: weights w (d, k), features x (d,), target probabilities y (k,); the cross-entropy."""
+    import asgteach as at
+
+    return -at.sum(y * at.log_softmax(x @ w))
+
+
+def check_loss_robust(w: Any, x: Any, y: Any) -> Any:
+    """A robust (pseudo-Huber) regression on tanh features: w (d,), x (d,), y (); sqrt(1 + r^2) - 1."""
+    import asgteach as at
+
+    r = at.sum(at.tanh(x) * w) - y
+    return at.sqrt(1.0 + r * r) - 1.0
+
+
+#: name -> (the loss, shapes (w, one x, one y) for d and k, values of y for n examples)
+_LOSSES: dict[str, tuple[Callable[..., Any], Callable[[int, int], tuple], Callable[..., np.ndarray]]] = {
+    "softmax regression": (check_loss_softmax, lambda d, k: ((d, k), (d,), (k,)),
+                           lambda rng, n, k: _softmax_rows(rng.standard_normal((n, k)))),
+    "robust regression": (check_loss_robust, lambda d, k: ((d,), (d,), ()),
+                          lambda rng, n, k: rng.standard_normal(n) * 2),
+}
+
+
+def _loop_of_grads(loss: Callable[..., Any], W: np.ndarray, Xv: np.ndarray, Yv: np.ndarray) -> np.ndarray:
+    """The per-example gradients the slow way: one graph for ONE example, run once per example."""
+    import asgteach as at
+
+    with at.Graph(name="check: one example at a time"):
+        w = at.parameter("w", W.shape)
+        x, y = at.input("x", Xv.shape[1:]), at.input("y", Yv.shape[1:])
+        g = at.grad(loss(w, x, y), w)
+    return np.stack([at.run(g, {w: W, x: Xv[i], y: Yv[i]}) for i in range(len(Xv))])
+
+
+def per_example_grads_check(fn: Callable[..., Any], trials: int = 2) -> None:
+    """``fn(loss_fn, w, X, Y)`` -> a Tensor (n, *w.shape): the gradient of ``loss_fn(w, X[i], Y[i])`` for every i.
+
+    For each of the check's losses (not the lesson's), at two batch sizes: the graph of w, X, Y is the check's;
+    the function is called inside it with the loss (the sandbox's copy in a graded course); the result must be
+    a Tensor of that graph of shape (n, *w.shape), equal at fresh w, X, Y (``trials`` times) to the check's own
+    loop of at.grad; and the number of nodes the function added must not depend on n.
+    """
+    import asgteach as at
+
+    from ..tensor import Tensor
+
+    rng = fresh()
+    for label, (own_loss, shapes, targets) in _LOSSES.items():
+        d, k = int(rng.integers(2, 6)), int(rng.integers(2, 5))
+        w_shape, x_shape, y_shape = shapes(d, k)
+        n_small = int(rng.integers(2, 5))
+        added: dict[int, int] = {}
+        for n in (n_small, n_small + int(rng.integers(3, 21))):
+            with at.Graph(name=f"check: {label}, {n} examples") as graph:
+                w = at.parameter("w", w_shape)
+                X, Y = at.input("X", (n, *x_shape)), at.input("Y", (n, *y_shape))
+            loss_fn = on_submission_side(f"{__name__}.{own_loss.__name__}")
+            call = (f"per_example_grads(loss_fn, w, X, Y) with the check's {label} (w {w_shape}, X {X.shape}, "
+                    f"Y {Y.shape})")
+            before = len(graph)
+            with graph:
+                try:
+                    got = fn(loss_fn, w, X, Y)
+                except (ExerciseError, NotImplementedError):
+                    raise
+                except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+                    raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
+            if not isinstance(got, Tensor):
+                raise ExerciseError(f"{call} should return a Tensor of X's graph (the per-example gradients as a "
+                                    f"node), got {type(got).__name__}: keep it a Tensor, the check runs it at values "
+                                    "of its own")
+            if got.graph is not graph:
+                raise ExerciseError(f"{call} returned a Tensor of another graph, not a Tensor of X's graph (the "
+                                    "graph of the w, X and Y it was given): build the result from the arguments")
+            want_shape = (n, *w_shape)
+            if got.shape != want_shape:
+                extra = ""
+                if got.shape == tuple(w_shape):
+                    extra = (" - that is w's shape: ONE gradient, the whole batch's (the sum over the examples). "
+                             "Per-example gradients have one per example: the gradient inside the function vmap "
+                             "maps over the examples")
+                elif got.shape == (n,):
+                    extra = " - one number per example: the per-example losses, not their gradients"
+                raise ExerciseError(f"{call} returned a Tensor of shape {got.shape}; the per-example gradients "
+                                    f"have shape (n, *w.shape) = {want_shape}{extra}")
+            added[n] = len(graph) - before
+            for trial in range(trials):
+                W = rng.standard_normal(w_shape)
+                Xv, Yv = rng.standard_normal((n, *x_shape)), targets(rng, n, k)
+                want = _loop_of_grads(own_loss, W, Xv, Yv)
+                try:
+                    value = at.run(got, {w: W, X: Xv, Y: Yv})
+                except Exception as e:  # noqa: BLE001 - a tensor that cannot run is a finding
+                    raise ExerciseError(f"{call}: running your Tensor at fresh w, X, Y failed "
+                                        f"({type(e).__name__}: {e})") from e
+                try:
+                    check_array(value, want, name="the per-example gradients",
+                                where=f"{call}, fresh values, trial {trial + 1}", rtol=1e-9, atol=1e-12)
+                except ExerciseError as e:
+                    hint = ""
+                    if np.allclose(np.asarray(value, dtype=np.float64), np.broadcast_to(want.sum(axis=0), want.shape),
+                                   rtol=1e-8, atol=1e-11):
+                        hint = "every row is the batch's gradient (their sum): take the gradient per example"
+                    raise ExerciseError(f"{e}\n  Hint: row i is at.grad(loss_fn(w, X[i], Y[i]), w)"
+                                        + (f"; {hint}" if hint else "") + ".") from None
+        small, large = sorted(added)
+        if added[small] != added[large]:
+            raise ExerciseError(
+                f"per_example_grads added {added[small]} nodes to the graph for {small} examples and "
+                f"{added[large]} for {large} (the check's {label}): one copy of the loss and its gradient per "
+                "example, the loop that vmap exists to avoid. Write the gradient for ONE example and let at.vmap "
+                "batch it: the nodes it adds do not depend on the batch size.")

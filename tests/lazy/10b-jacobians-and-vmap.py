@@ -1,0 +1,86 @@
+"""Lesson 10b's students (loaded by tests/test_course.py): LAZY (one shortcut per exercise, and words the judge's
+message must show), MORE (attempts on the judge itself, each a submission of its own) and HONEST (right answers in
+other styles than the reference's, each a submission that must score full marks). Exercises 1 and 2 were lesson 10's
+3 and 4 until lesson 10 was split; exercise 3 (per-example gradients with at.vmap) is new."""
+
+LAZY = {
+    1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n        return np.diag(deriv)\n\n"
+        "    J_forward = np.diag(deriv)\n", "jacobian_by_jvp("),
+    2: ("with exercise(2):\n    def softmax_jacobian(y):\n        with at.Graph():\n"
+        '            z_, t_ = at.input("z", np.shape(y)), at.input("t", np.shape(y))\n'
+        "            jt_ = at.jvp(at.softmax(z_), z_, t_)\n"
+        "        return np.stack([at.run(jt_, {z_: np.log(y), t_: e}) for e in np.eye(len(y))], axis=1)\n\n"
+        "    J_soft = J_formula\n", "which the exercise asks you to write yourself"),
+    # a loop over the examples: right numbers, one copy of the loss and its gradient per example
+    3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
+        "        rows = [at.grad(loss_fn(w, X[i], Y[i]), w) for i in range(X.shape[0])]\n"
+        "        return at.concat([at.reshape(r, (1, *w.shape)) for r in rows], axis=0)\n\n"
+        "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n",
+        "one copy of the loss and its gradient per example"),
+}
+
+MORE = [
+    {   # a closure over the library's jvp; the batch's gradient (the sum) in place of the per-example ones
+        2: ("with exercise(2):\n    def make():\n        import asgteach as lib\n"
+            "        f = lib.jvp\n        def softmax_jacobian(y):\n            return f\n"
+            "        return softmax_jacobian\n"
+            "    softmax_jacobian = make()\n    J_soft = None\n", "may not"),
+        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
+            "        return at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "that is w's shape"),
+    },
+    {   # the batch's gradient repeated for every example (the right shape); the lesson's own array handed back
+        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
+            "        g = at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)\n"
+            "        return at.broadcast_to(g, (X.shape[0], *w.shape))\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n",
+            "every row is the batch's gradient"),
+        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n"
+            "        return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(3)], axis=1)\n\n"
+            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n", "jacobian_by_jvp("),
+    },
+    {   # section 7's per-example gradients, already computed, returned whatever the arguments
+        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        return G\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "Tensor of X's graph"),
+    },
+    {   # the check switched off in the submission's copy of the lesson module, and a loop over the examples: the
+        # check runs in the judge with its own module (the hands-off rule does not name lesson10b yet: "exercise 3"
+        # is in the node-count message of today and in the rule's message once it does)
+        3: ("with exercise(3):\n    lesson10b.per_example_grads_check = lambda fn: None\n\n"
+            "    def per_example_grads(loss_fn, w, X, Y):\n"
+            "        rows = [at.grad(loss_fn(w, X[i], Y[i]), w)[None] for i in range(X.shape[0])]\n"
+            "        return at.concat(rows, axis=0)\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "exercise 3"),
+    },
+]
+
+HONEST = [
+    {   # loops that fill the matrices; stacked rows; a named function for one example, in_axes spelled out
+        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n        cols = []\n"
+            "        for i in range(a0.size):\n            e = np.zeros(a0.size)\n            e[i] = 1.0\n"
+            "            cols.append(np.asarray(at.run(jt, {a: a0, t: e})))\n        return np.array(cols).T\n\n"
+            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n"),
+        2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
+            "        if y.ndim == 1:\n            return np.diag(y) - np.outer(y, y)\n"
+            "        return np.stack([np.diag(r) - np.outer(r, r) for r in y])\n\n"
+            "    J_soft = softmax_jacobian(Y0)\n"),
+        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        def one_example(x, y):\n"
+            "            (g,) = at.grad(loss_fn(w, x, y), [w])\n            return g\n\n"
+            "        return at.vmap(one_example, in_axes=(0, 0))(X, Y)\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n"),
+    },
+    {   # column_stack; einsum; a copy of w per example, vmapped with it, differentiated once
+        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n"
+            "        return np.column_stack([at.run(jt, {a: a0, t: e}) for e in np.identity(len(a0))])\n\n"
+            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n"),
+        2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
+            "        eye = np.eye(y.shape[-1])\n"
+            "        return np.einsum('...i,ij->...ij', y, eye) - np.einsum('...i,...j->...ij', y, y)\n\n"
+            "    J_soft = softmax_jacobian(Y0)\n"),
+        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        n = X.shape[0]\n"
+            "        W = at.broadcast_to(w, (n, *w.shape))        # a copy of w for every example\n"
+            "        losses = at.vmap(loss_fn)(W, X, Y)            # example i's loss, with its own copy\n"
+            "        return at.grad(at.sum(losses), W)             # row i: d(sum)/dW[i], example i's gradient\n\n"
+            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n"),
+    },
+]
