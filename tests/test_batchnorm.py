@@ -9,17 +9,15 @@ GPU gives numpy's numbers.
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 from safetensors import safe_open
 
 import asgteach as at
 from asgteach import nn
-from asgteach.backends import BackendUnavailable
 from asgteach.nn.trainer import WeightsFileError
+
+from wgpu_helpers import need_gpu
 
 EPS, MOMENTUM = 1e-5, 0.1
 
@@ -62,14 +60,7 @@ SHAPES = {"1d (N, C)": (nn.BatchNorm1d, (6, 3)), "1d (N, C, L)": (nn.BatchNorm1d
 
 def _wgpu() -> str:
     """The wgpu backend's name, or this test skipped (loudly) without an adapter; under CI=true it fails."""
-    try:
-        at.backends.get_backend("wgpu")
-    except BackendUnavailable as e:
-        msg = f"no Vulkan adapter for the wgpu BatchNorm tests ({e})"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{msg}: CI must run them (install mesa-vulkan-drivers)")
-        print(f"\n*** SKIPPED: {msg} ***", file=sys.stderr)
-        pytest.skip(msg)
+    need_gpu()
     return "wgpu"
 
 

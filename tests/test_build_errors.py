@@ -19,6 +19,7 @@ import asgteach as at
 from error_helpers import caller_line
 from error_helpers import raises_text as _raises
 from asgteach.ops import apply
+from wgpu_helpers import need_module
 
 HERE = "test_build_errors.py"
 
@@ -212,7 +213,7 @@ _CELLS = {
 
 @pytest.mark.slow
 def test_ipython_shows_one_short_paragraph() -> None:
-    pytest.importorskip("IPython")
+    need_module("IPython", "pip install -e '.[dev]' (./scripts/setup does)")
     script = (
         "import sys\n"
         "from IPython.core.interactiveshell import InteractiveShell\n"

@@ -29,7 +29,7 @@ import asgteach as at
 from asgteach.backends import numpy_backend, numpy_codegen
 from asgteach.ops import apply, registered, spec
 
-from wgpu_helpers import assert_close, f32_feeds, reference, require_adapter
+from wgpu_helpers import assert_close, f32_feeds, need_gpu, reference
 
 PACKAGE = os.path.dirname(os.path.abspath(at.__file__))
 
@@ -139,11 +139,11 @@ def test_jvp_through_ops_without_a_rule_does_linear_work() -> None:
         _ratio(work(200), work(400), "jvp through a chain of mul")
 
 
+@pytest.mark.gpu
 def test_wgpu_compile_of_a_chain_and_its_gradient_does_linear_work() -> None:
     """The GPU plan of ``sum(tanh(...tanh(x)))`` and its gradient: the backward is one candidate chain too wide
     for one kernel, and the fusion planner cut it down a member at a time, regrouping and laying out the
     whole chain after each cut (60 -> 120 tanh: 6.0x the work). (The numpy side: ``CHAINS["tanh"]`` above.)"""
-    require_adapter()
     from asgteach.backends import wgpu_backend
 
     def work(n: int) -> tuple[int, Any, list[at.Tensor], at.Tensor]:
@@ -172,7 +172,7 @@ def test_a_trainer_over_many_parameters_builds_in_linear_work(backend: str) -> N
     plan are all a few nodes per parameter. On wgpu the gradient flows through one long chain of adds,
     which the fusion planner cut down a member at a time (100 -> 200 parameters: 4.1x the work)."""
     if backend == "wgpu":
-        require_adapter()
+        need_gpu()
     X = np.ones((3, 2), np.float32)
 
     def work(n: int) -> tuple[int, float]:

@@ -14,12 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from wgpu_helpers import need_module
+
 try:
     import tomllib
 except ModuleNotFoundError:   # Python 3.10: the same parser as the tomli package
     import tomli as tomllib
 
-yaml = pytest.importorskip("yaml")
+yaml = need_module("yaml", "pip install -e '.[dev]', which brings pyyaml (./scripts/setup does)", module_level=True)
 
 ROOT = Path(__file__).resolve().parents[1]
 VALUES = ROOT / "deploy" / "z2jh" / "values.yaml"

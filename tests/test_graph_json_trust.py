@@ -24,9 +24,7 @@ import asgteach as at
 from asgteach.graph import GraphLoadError
 from asgteach.graph_json import MAX_RANK
 
-from wgpu_helpers import assert_close, require_adapter, run_both
-
-require_adapter()
+from wgpu_helpers import assert_close, run_both
 
 X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]])
 
@@ -219,6 +217,7 @@ def _same_everywhere(g: at.Graph, outs: list[at.Tensor], feeds: dict[str, np.nda
         assert_close(a, b, f"{g.name}: output {k} on wgpu, loaded vs built")
 
 
+@pytest.mark.gpu
 def test_an_mlp_and_its_gradient_round_trip_and_run_the_same_on_numpy_and_wgpu() -> None:
     rng = np.random.default_rng(0)
     with at.Graph("mlp") as g:
@@ -232,6 +231,7 @@ def test_an_mlp_and_its_gradient_round_trip_and_run_the_same_on_numpy_and_wgpu()
     _same_everywhere(g, [loss, *grads], feeds)
 
 
+@pytest.mark.gpu
 def test_int_bool_and_float_constants_round_trip_and_run_the_same_on_numpy_and_wgpu() -> None:
     with at.Graph("constants") as g:
         table = at.input("table", (5, 3))
@@ -246,6 +246,7 @@ def test_int_bool_and_float_constants_round_trip_and_run_the_same_on_numpy_and_w
     _same_everywhere(g, [y, s], feeds)
 
 
+@pytest.mark.gpu
 def test_a_constant_stored_as_bool_or_a_narrow_type_loads_as_written() -> None:
     """to_json writes what a graph holds; a hand-written file may store a mask as bools, ids as int32."""
     def narrow(doc: dict) -> None:
@@ -259,11 +260,11 @@ def test_a_constant_stored_as_bool_or_a_narrow_type_loads_as_written() -> None:
     run_both([total], {"x": X}, "a bool constant loaded from JSON")
 
 
+@pytest.mark.gpu
 def test_an_edited_layer_norm_rule_runs_the_same_on_the_gpu_as_on_numpy() -> None:
     """A GPU plan runs layer_norm's input gradient as ONE kernel when its pass recognises the rule's nodes
     (wgpu_passes/layer_norm_dx.py). The kernel's eps must then be the one the loaded graph holds: a file whose
     rule says eps = 10 computes another gradient, and both backends must compute that one."""
-    require_adapter()
     with at.Graph() as g:
         x = at.input("x", (4, 8))
         w = at.parameter("w", (8,))

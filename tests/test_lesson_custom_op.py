@@ -149,8 +149,7 @@ def test_a_stub_is_not_done_yet_not_a_failure() -> None:
             bce_check(op, seed=0)
 
 
-@pytest.mark.skipif(not HAS_WGPU, reason="NO WGPU ADAPTER here (install mesa-vulkan-drivers): the shader half of "
-                                          "lesson 17's checks did not run")
+@pytest.mark.gpu
 def test_the_formulas_run_as_shaders_on_the_gpu(capsys) -> None:
     with registered(OpSpec(**ELU)) as op:
         elu_check(op, seed=5)

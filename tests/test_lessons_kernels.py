@@ -42,8 +42,7 @@ def test_leaves_have_no_kernel() -> None:
         dispatches_for(a)
 
 
-@pytest.mark.skipif("wgpu" not in at.available(),
-                    reason="NO WGPU ADAPTER on this machine (install mesa-vulkan-drivers): GPU kernel test not run")
+@pytest.mark.gpu
 def test_the_plan_runs_the_kernel_that_lowering_shows() -> None:
     *_, prod = _broadcast_mul()
     plan = at.compile([prod], backend="wgpu")

@@ -151,11 +151,9 @@ def test_bad_hyperparameters():
         optim.SGD(lr=0.1, nesterov=True)
 
 
+@pytest.mark.gpu
 def test_adagrad_on_the_gpu_matches_numpy():
     """AdaGrad's update is graph ops like the others: the wgpu backend runs it (fused, in place) to numpy's numbers."""
-    from wgpu_helpers import require_adapter
-
-    require_adapter()
     losses = {}
     for backend in ("numpy", "wgpu"):
         g, w, loss, _ = _quadratic()

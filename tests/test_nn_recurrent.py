@@ -7,15 +7,11 @@ feeding their transposes to our cells, so a wrong layout or gate order shows as 
 
 from __future__ import annotations
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
 import asgteach as at
 from asgteach import explain, nn
-from asgteach.backends import BackendUnavailable
 
 from error_helpers import caller_line
 from error_helpers import raises_text as _raises
@@ -222,20 +218,9 @@ def test_lstm_gradcheck(batch):
 
 
 # --- the GPU (lavapipe in CI) -----------------------------------------------------------------------------
-def _need_gpu() -> None:
-    """Skip, loudly, without an adapter; on CI (CI=true) a missing adapter is a failure: the cells must run there."""
-    try:
-        at.backends.get_backend("wgpu")
-    except BackendUnavailable as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Vulkan adapter on this CI machine (lavapipe: mesa-vulkan-drivers): {e}")
-        print(f"\n!!! SKIPPED: no Vulkan adapter here: {e}", file=sys.stderr)
-        pytest.skip(f"no wgpu adapter: {e}")
-
-
+@pytest.mark.gpu
 @pytest.mark.parametrize("kind", ["gru", "lstm"])
 def test_wgpu_matches_numpy(kind):
-    _need_gpu()
     from wgpu_helpers import BOTH_PLANS, run_both
 
     with at.Graph() as g:

@@ -18,9 +18,7 @@ import asgteach as at
 from asgteach.backends import reference
 from asgteach.ops import GPU, REGISTRY, Composite, OpSpec, apply, register, registered
 
-from wgpu_helpers import require_adapter, run_both
-
-require_adapter()
+from wgpu_helpers import run_both
 
 X = np.array([[0.75, -1.5, 2.0], [0.0, 3.25, -0.5]])
 
@@ -86,6 +84,7 @@ AWKWARD = [
 ]
 
 
+@pytest.mark.gpu
 def test_awkward_but_legal_names_compute_what_the_reference_interpreter_computes() -> None:
     ops = [_op(name, 0.125 * (k + 1)) for k, name in enumerate(AWKWARD)]
     with registered(*ops):

@@ -10,13 +10,11 @@ are copied (``plan.source`` shows which).
 from __future__ import annotations
 
 import itertools
-import sys
 
 import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.backends import BackendUnavailable
 
 
 def _assert_caller_owns(outs, feeds) -> None:
@@ -28,15 +26,6 @@ def _assert_caller_owns(outs, feeds) -> None:
             assert not np.shares_memory(o, np.asarray(f)), f"output {k} shares memory with the feed {name}"
     for i, j in itertools.combinations(range(len(outs)), 2):
         assert not np.shares_memory(outs[i], outs[j]), f"outputs {i} and {j} share memory"
-
-
-def _wgpu_or_skip() -> None:
-    try:
-        at.backends.get_backend("wgpu")
-    except BackendUnavailable as e:
-        msg = f"\n*** wgpu output tests SKIPPED: no Vulkan adapter on this machine ***\n*** {e} ***\n"
-        print(msg, file=sys.stderr)
-        pytest.skip(msg)
 
 
 def test_gradient_of_a_sum_is_writable_above_4096_elements() -> None:
@@ -147,8 +136,8 @@ def test_trainer_run_returns_arrays_the_trainer_does_not_hold() -> None:
     np.testing.assert_array_equal(tr.run([w], {x: X})[0], np.zeros((2, 1)))
 
 
+@pytest.mark.gpu
 def test_wgpu_outputs_are_the_callers() -> None:
-    _wgpu_or_skip()
     with at.Graph():
         x = at.input("x", (100, 50))
         dx = at.grad(at.sum(x), x)

@@ -30,6 +30,8 @@ import pytest
 
 import asgteach
 
+from wgpu_helpers import need_module
+
 try:
     import tomllib
 except ModuleNotFoundError:   # Python 3.10: the same reader, before it joined the standard library
@@ -109,7 +111,7 @@ def test_the_footer_is_the_same_in_every_lesson() -> None:
 # --- citation and changelog -------------------------------------------------------------------------------------
 
 def test_citation_cff_is_cff_1_2_0() -> None:
-    yaml = pytest.importorskip("yaml")
+    yaml = need_module("yaml", "pip install -e '.[dev]', which brings pyyaml (./scripts/setup does)")
     cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     assert set(cff) <= CFF_KEYS, f"keys CFF 1.2.0 does not know: {set(cff) - CFF_KEYS}"
     assert cff["cff-version"] == "1.2.0"

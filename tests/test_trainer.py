@@ -191,9 +191,8 @@ def test_example_char_transformer():
     assert r.metrics["first_loss"] < r.metrics["uniform_loss"] + 0.5
 
 
+@pytest.mark.gpu
 def test_trainer_on_wgpu_keeps_weights_on_the_device_and_matches_numpy(tmp_path):
-    if "wgpu" not in at.available():
-        pytest.skip("NO WGPU ADAPTER on this machine (install mesa-vulkan-drivers): GPU trainer test not run")
     X, T = _data()
     results = {}
     for backend in ("numpy", "wgpu"):

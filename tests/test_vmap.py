@@ -12,8 +12,6 @@ and the GPU against numpy.
 
 from __future__ import annotations
 
-import os
-import sys
 import zlib
 from typing import Any, Callable
 
@@ -23,7 +21,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asgteach as at
-from asgteach.backends import BackendUnavailable
 from asgteach.ops import REGISTRY, GPU, OpSpec, batch_elementwise, registered
 from asgteach.ops.registry import apply
 
@@ -411,19 +408,8 @@ def test_the_graph_holds_only_the_batched_nodes() -> None:
 
 
 # --- the GPU: the same numbers -------------------------------------------------------------------------------
-def _need_gpu() -> None:
-    """Skip, loudly, without an adapter; on CI (CI=true) a missing adapter is a failure (lavapipe is there)."""
-    try:
-        at.backends.get_backend("wgpu")
-    except BackendUnavailable as e:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"no Vulkan adapter on this CI machine (lavapipe: mesa-vulkan-drivers): {e}")
-        print(f"\n!!! SKIPPED: no Vulkan adapter here: {e}", file=sys.stderr)
-        pytest.skip(f"no wgpu adapter: {e}")
-
-
+@pytest.mark.gpu
 def test_wgpu_runs_vmapped_graphs_as_numpy_does() -> None:
-    _need_gpu()
     from wgpu_helpers import BOTH_PLANS, run_both
 
     n = 5
@@ -446,10 +432,10 @@ def test_wgpu_runs_vmapped_graphs_as_numpy_does() -> None:
     run_both([*per, jac, rows], feeds, "vmapped graphs", plans=BOTH_PLANS)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("c", BATCHED_CASES, ids=lambda c: c.id)
 def test_every_op_batched_on_wgpu_equals_numpy(c) -> None:
     """The batched graph of every op case (each in_axes layout) gives numpy's numbers on the GPU."""
-    _need_gpu()
     from wgpu_helpers import run_both
 
     built = c.build()

@@ -20,9 +20,9 @@ from asgteach.backends import wgpu_backend, wgpu_plan_cache
 from asgteach.backends.wgpu_passes import NAMES, attention
 from asgteach.nn.attention import MultiHeadAttention
 
-from wgpu_helpers import assert_close, f32_feeds, reference, require_adapter, run_both
+from wgpu_helpers import assert_close, f32_feeds, reference, run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 FUSED = ("attention_fwd", "attention_dq", "attention_dk", "attention_dv")
 WITHOUT = tuple(n for n in NAMES if n != "attention")   # every other pass: the plan the fused one must equal

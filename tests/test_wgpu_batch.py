@@ -16,15 +16,14 @@ from asgteach.backends import wgpu_backend
 from asgteach.backends.wgpu_batch import MAX_SLOTS, plan_launches
 from asgteach.backends.wgpu_kernels import Dispatch
 
-from wgpu_helpers import require_adapter, run_both
-
-require_adapter()
+from wgpu_helpers import run_both
 
 
 def _batches(plan) -> list:
     return [la for la in plan.launches if la.count > 1]
 
 
+@pytest.mark.gpu
 def test_chains_of_one_structure_with_their_own_sizes_and_constants_run_as_one_launch() -> None:
     """Five chains ``a * c1 + c2`` (c1, c2 differ per chain; sizes 1 .. 70 000; one reads a broadcast row)."""
     rng = np.random.default_rng(0)
@@ -78,6 +77,7 @@ def test_a_chain_that_reads_what_its_neighbour_wrote_is_not_in_its_batch() -> No
         assert [la.count for la in plan_launches(many, lambda n: n, 1000, 256)] == [MAX_SLOTS, 3]
 
 
+@pytest.mark.gpu
 def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None:
     """A Trainer's AdamW: every parameter's update chain writes p, m and v in place, in batches."""
     results = {}
@@ -109,6 +109,7 @@ def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None
     assert _batches(plan)
 
 
+@pytest.mark.gpu
 def test_a_large_update_alone_writes_in_place_four_elements_per_thread() -> None:
     """One big weight (300 000 numbers) and no bias: its AdamW chain runs alone, on the large-chain
     kernel (four elements per thread), reading p, m and v from the buffers it writes."""
@@ -132,6 +133,7 @@ def test_a_large_update_alone_writes_in_place_four_elements_per_thread() -> None
     assert np.mean(np.abs(results["wgpu"][1] - results["numpy"][1]) > 2e-5) < 1e-3
 
 
+@pytest.mark.gpu
 def test_split_sums_last_stages_wait_and_run_as_one_launch() -> None:
     """Bias-like gradients (long sums over leading axes: two stages) read only at the end: their second
     stages run together in ONE sum_batch launch, and every sum is still numpy's."""
@@ -151,6 +153,7 @@ def test_split_sums_last_stages_wait_and_run_as_one_launch() -> None:
     run_both(outs, feeds, "split sums with their last stages batched")
 
 
+@pytest.mark.gpu
 def test_a_second_trainer_of_the_same_shapes_reuses_the_launches() -> None:
     """The batching is pure work on the lowered plan: a second plan of the same structure takes it as it is,
     and binds its own buffers."""

@@ -24,9 +24,9 @@ from asgteach.backends import wgpu_backend
 from asgteach.backends.wgpu_passes import NAMES
 from asgteach.nn.attention import MultiHeadAttention
 
-from wgpu_helpers import assert_close, f32_feeds, require_adapter, run_both
+from wgpu_helpers import assert_close, f32_feeds, run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 WITHOUT = tuple(n for n in NAMES if n != "causal_tiles")
 

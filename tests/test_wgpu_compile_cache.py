@@ -19,9 +19,6 @@ from asgteach.backends import wgpu_backend, wgpu_device
 from asgteach.backends import wgpu_plan_cache as plan_cache
 from asgteach.ops import GPU, OpSpec, registered
 
-from wgpu_helpers import require_adapter
-
-require_adapter()
 
 X = np.random.default_rng(0).uniform(-1, 1, (4, 6)).astype(np.float32)
 Y = np.random.default_rng(1).uniform(-1, 1, (4, 3)).astype(np.float32)
@@ -55,6 +52,7 @@ def fresh_cache():
     plan_cache.clear()
 
 
+@pytest.mark.gpu
 def test_a_second_compile_of_the_same_shape_reuses_the_lowering_and_only_rebinds() -> None:
     p1, out1 = _compile_and_run()
     assert plan_cache.stats["misses"] == 1 and plan_cache.stats["hits"] == 0
@@ -74,6 +72,7 @@ def test_a_second_compile_of_the_same_shape_reuses_the_lowering_and_only_rebinds
     np.testing.assert_array_equal(out3, out2)
 
 
+@pytest.mark.gpu
 def test_a_second_trainer_reuses_the_plan_and_trains_exactly_like_a_fresh_one() -> None:
     def train() -> tuple[list[float], dict, at.Trainer]:
         g, x, y, loss = _model()
@@ -93,6 +92,7 @@ def test_a_second_trainer_reuses_the_plan_and_trains_exactly_like_a_fresh_one() 
             np.testing.assert_array_equal(got[1][name], value, err_msg=name)
 
 
+@pytest.mark.gpu
 def test_another_shape_or_constant_is_another_plan() -> None:
     _, base = _compile_and_run()
     p_wide, wide = _compile_and_run(hidden=9)
@@ -114,6 +114,7 @@ def _probe_op(expr: str, fn) -> OpSpec:
                   vjp=lambda c, g: (g,), gpu=GPU(expr=expr), attrs={})
 
 
+@pytest.mark.gpu
 def test_an_op_registered_again_with_another_formula_compiles_afresh() -> None:
     outs = []
     for expr, fn in (("x / (1.0 + abs(x))", lambda x: x / (1 + np.abs(x))),
@@ -128,6 +129,7 @@ def test_an_op_registered_again_with_another_formula_compiles_afresh() -> None:
     assert not np.allclose(outs[0], outs[1])
 
 
+@pytest.mark.gpu
 def test_a_patched_op_the_tile_or_an_edited_shader_forget_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     _compile_and_run()
     with at.ops.patched("gelu", doc="a patched spec is another object"):
@@ -145,6 +147,7 @@ def test_a_patched_op_the_tile_or_an_edited_shader_forget_the_plan(monkeypatch: 
     np.testing.assert_allclose(out, at.run(loss, {x: X, y: Y, **_params(g)}, backend="numpy"), rtol=1e-5)
 
 
+@pytest.mark.gpu
 def test_prefetched_pipelines_are_the_ones_used_and_a_bad_shader_still_raises() -> None:
     gpu = wgpu_device.gpu()
     p, _ = _compile_and_run()

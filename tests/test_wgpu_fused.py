@@ -11,15 +11,16 @@ constants in uniform words, chains too wide for one kernel — plus random chain
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asgteach as at
 from asgteach.backends import wgpu_backend
 
-from wgpu_helpers import assert_close, f32_feeds, reference, require_adapter, run_both
+from wgpu_helpers import assert_close, f32_feeds, reference, run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 
 def _u(shape, seed=0, lo=-2.0, hi=2.0):

@@ -17,9 +17,6 @@ import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_kernels
 from asgteach.backends.wgpu_matmul import DEFAULT_TILE, FALLBACK_TILES, Tile
 
-from wgpu_helpers import require_adapter
-
-require_adapter()
 
 TILES = [DEFAULT_TILE, *FALLBACK_TILES]
 
@@ -43,6 +40,7 @@ def _product(a_shape, b_shape, ta: bool, tb: bool, seed: int):
     return got, want, kernels
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("tile", TILES, ids=str)
 @pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False), (True, True)],
                          ids=["NN", "NT", "TN", "TT"])
@@ -63,6 +61,7 @@ def test_every_tile_matches_numpy(monkeypatch, tile: Tile, ta: bool, tb: bool) -
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
+@pytest.mark.gpu
 def test_a_grid_of_few_workgroups_takes_a_smaller_tile() -> None:
     """(256, 256) @ (256, 256) is 4 tiles of 128 x 128: the tile that fits and gives the most
     workgroups is taken instead (none reaches MIN_GROUPS here)."""
@@ -75,6 +74,7 @@ def test_a_grid_of_few_workgroups_takes_a_smaller_tile() -> None:
     assert chosen != DEFAULT_TILE
 
 
+@pytest.mark.gpu
 def test_a_large_grid_keeps_the_preferred_tile() -> None:
     n_batch = wgpu_kernels.MIN_GROUPS                 # 128 batches of one 128 x 128 tile each
     got, want, kernels = _product((n_batch, DEFAULT_TILE.bm, 32), (32, DEFAULT_TILE.bn), False, False, seed=4)
@@ -91,6 +91,7 @@ def test_tile_text_round_trips_and_bad_tiles_are_refused() -> None:
         Tile.parse("256x256x16x8x8")          # 1024 threads
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("batched", [False, True], ids=["2-D", "batched"])
 def test_a_training_steps_gradient_products_read_their_operands_in_place(batched: bool) -> None:
     """dX = dY W^T runs as ONE NT kernel and dW = X^T dY as ONE TN kernel, each reading the stored W and X

@@ -20,9 +20,7 @@ from asgteach.backends import wgpu_kernels
 from asgteach.ops import REGISTRY
 
 from opcases import CASES, cases_for
-from wgpu_helpers import BOTH_PLANS, require_adapter, run_both
-
-require_adapter()
+from wgpu_helpers import BOTH_PLANS, run_both
 
 OPS = sorted(n for n, s in REGISTRY.items() if not s.leaf)
 
@@ -48,6 +46,7 @@ def _vjp_outputs(b) -> list[at.Tensor]:
         return list(at.grad(at.sum(b.y * r), b.xs))
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("c", CASES, ids=lambda c: c.id)
 def test_forward_and_vjp_match_numpy(c) -> None:
     b = c.build()
@@ -192,6 +191,7 @@ EXTRA = [
 ]
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("op,label,build", EXTRA, ids=[f"{o}[{lbl}]" for o, lbl, _ in EXTRA])
 def test_gpu_branches_match_numpy(op: str, label: str, build) -> None:
     with at.Graph():

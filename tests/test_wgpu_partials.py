@@ -10,13 +10,14 @@ and in a Trainer whose update writes parameters in place."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import asgteach as at
 from asgteach.backends import wgpu_backend
 
-from wgpu_helpers import require_adapter, run_both
+from wgpu_helpers import run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 
 def _sgd_graph(batch: int, t: int, k: int, n: int):

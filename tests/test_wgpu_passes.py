@@ -17,9 +17,9 @@ import asgteach as at
 from asgteach.backends import wgpu_backend
 from asgteach.backends.wgpu_passes import NAMES, PASSES
 
-from wgpu_helpers import assert_close, f32_feeds, reference, require_adapter
+from wgpu_helpers import assert_close, f32_feeds, reference
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 
 def _step():

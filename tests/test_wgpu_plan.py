@@ -12,10 +12,6 @@ import pytest
 import asgteach as at
 from asgteach.backends import BackendUnavailable, FeedError, KernelError, NumericsError, wgpu_backend
 
-from wgpu_helpers import require_adapter
-
-require_adapter()
-
 
 def _mlp():
     with at.Graph() as g:
@@ -34,6 +30,7 @@ def _arrays(seed=0):
             rng.standard_normal(4).astype(np.float32))
 
 
+@pytest.mark.gpu
 def test_one_submit_and_one_sync_per_run() -> None:
     g, x, w, b, loss, new_w, new_b = _mlp()
     X, W, B = _arrays()
@@ -45,6 +42,7 @@ def test_one_submit_and_one_sync_per_run() -> None:
     assert plan.totals["submits"] == plan.totals["runs"] == 3
 
 
+@pytest.mark.gpu
 def test_unchanged_params_are_not_uploaded_again_and_changed_ones_are() -> None:
     g, x, w, b, loss, *_ = _mlp()
     X, W, B = _arrays()
@@ -61,6 +59,7 @@ def test_unchanged_params_are_not_uploaded_again_and_changed_ones_are() -> None:
     assert not np.isclose(first, second)
 
 
+@pytest.mark.gpu
 def test_bound_updates_train_on_device_like_numpy() -> None:
     g, x, w, b, loss, new_w, new_b = _mlp()
     X, W, B = _arrays(1)
@@ -80,6 +79,7 @@ def test_bound_updates_train_on_device_like_numpy() -> None:
     np.testing.assert_allclose(held["w"], cur[w], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.gpu
 def test_float64_feeds_warn_once_and_give_float32() -> None:
     with at.Graph():
         x = at.input("x", (3,))
@@ -93,6 +93,7 @@ def test_float64_feeds_warn_once_and_give_float32() -> None:
         at.run(y, {x: np.zeros(3)}, backend="wgpu")
 
 
+@pytest.mark.gpu
 def test_buffer_over_the_binding_limit_names_the_node() -> None:
     with at.Graph() as g:
         x = at.input("x", (40, 1))
@@ -103,6 +104,7 @@ def test_buffer_over_the_binding_limit_names_the_node() -> None:
     assert "backend='numpy'" in str(e.value)
 
 
+@pytest.mark.gpu
 def test_missing_feed_and_bad_ids_name_the_node() -> None:
     with at.Graph():
         ids = at.input("ids", (3,), dtype="int")
@@ -114,6 +116,7 @@ def test_missing_feed_and_bad_ids_name_the_node() -> None:
         at.run(y, {ids: np.array([0, 4, 1]), table: np.ones((4, 2), np.float32)}, backend="wgpu")
 
 
+@pytest.mark.gpu
 def test_int_outputs_come_back_as_int64() -> None:
     with at.Graph():
         x = at.input("x", (3, 5))
@@ -124,6 +127,7 @@ def test_int_outputs_come_back_as_int64() -> None:
     np.testing.assert_array_equal(out, np.argmax(X, axis=1))
 
 
+@pytest.mark.gpu
 def test_nan_is_explained_by_the_numpy_rerun() -> None:
     with at.Graph():
         x = at.input("x", (3,))
@@ -134,6 +138,7 @@ def test_nan_is_explained_by_the_numpy_rerun() -> None:
     assert np.isnan(out).all()
 
 
+@pytest.mark.gpu
 def test_shader_for_returns_the_wgsl_of_a_node() -> None:
     with at.Graph() as g:
         x = at.input("x", (2, 3))
@@ -147,6 +152,7 @@ def test_shader_for_returns_the_wgsl_of_a_node() -> None:
     assert g is y.graph
 
 
+@pytest.mark.gpu
 def test_describe_reports_the_adapter() -> None:
     info = at.backends.describe()["wgpu"]
     assert info["available"] and info["backend_type"] == "Vulkan"
@@ -168,6 +174,7 @@ def test_no_matching_adapter_says_how_to_get_one_and_auto_falls_back(monkeypatch
     np.testing.assert_array_equal(out, [2.0, 4.0])
 
 
+@pytest.mark.gpu
 def test_plan_rewrites_reshapes_transposes_and_batched_weight_gradients() -> None:
     """reshape shares its input's buffer, x^T is read in place, sum_to(x^T @ g) is one GEMM; same numbers."""
     rng = np.random.default_rng(0)
@@ -194,6 +201,7 @@ def test_plan_rewrites_reshapes_transposes_and_batched_weight_gradients() -> Non
         np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * max(1.0, np.abs(b).max()))
 
 
+@pytest.mark.gpu
 def test_commands_recorded_ahead_follow_new_feeds_and_a_later_bind_updates() -> None:
     """run() records the next run's commands early: new feeds and bind_updates must still take effect."""
     g, x, w, b, loss, new_w, new_b = _mlp()

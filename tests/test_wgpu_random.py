@@ -12,15 +12,16 @@ deterministic.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asgteach as at
 from asgteach.shapes import ShapeError
 
-from wgpu_helpers import BOTH_PLANS, require_adapter, run_both
+from wgpu_helpers import BOTH_PLANS, run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 BASES = [(3,), (2, 3), (4, 1, 3), (2, 3, 5), (5, 4), (3, 2, 2, 3)]
 UNARY = {

@@ -15,9 +15,9 @@ import pytest
 import asgteach as at
 from asgteach.backends import wgpu_backend
 
-from wgpu_helpers import require_adapter, run_both
+from wgpu_helpers import run_both
 
-require_adapter()
+pytestmark = pytest.mark.gpu   # every test here runs kernels (no adapter: skipped loudly; CI=true: failed)
 
 
 def _u(shape, seed=0):

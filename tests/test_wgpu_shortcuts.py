@@ -16,9 +16,7 @@ import asgteach as at
 from asgteach.backends import wgpu_backend
 from asgteach.backends.wgpu_passes import layer_norm_dx, rewrite
 
-from wgpu_helpers import BOTH_PLANS, require_adapter, run_both
-
-require_adapter()
+from wgpu_helpers import BOTH_PLANS, run_both
 
 
 def _ln_graph(shape: tuple, learn_w: bool = True):
@@ -43,6 +41,7 @@ def _entries(gr, outs) -> list[str]:
     return [d.entry for d in wgpu_backend.compile(gr, [o.node_id for o in outs]).dispatches]
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(4, 6), (2, 3, 130), (5, 512), (3, 1), (7,), (3, 1030)], ids=str)
 @pytest.mark.parametrize("learn_w", [True, False], ids=["dw", "no-dw"])
 def test_layer_norm_gradients_through_the_shortcut_match_numpy(shape: tuple, learn_w: bool) -> None:
@@ -53,6 +52,7 @@ def test_layer_norm_gradients_through_the_shortcut_match_numpy(shape: tuple, lea
     run_both(grads, feeds, f"layer_norm grads {shape}")
 
 
+@pytest.mark.gpu
 def test_the_pass_replaces_the_rules_kernels_and_says_so() -> None:
     gr, grads, feeds = _ln_graph((8, 16))
     outs = [g.node_id for g in grads]
@@ -87,6 +87,7 @@ def test_the_pass_alone_against_the_plain_kernel_list() -> None:
     assert str(records).split("\n")[0].split()[:2] == ["1.", "layer_norm_dx"]
 
 
+@pytest.mark.gpu
 def test_the_formula_written_by_hand_is_recognised_and_a_different_one_is_not() -> None:
     """The pass reads the graph, not a mark: the same formula built in a cell is found; one changed term is not."""
     rng = np.random.default_rng(5)
@@ -106,6 +107,7 @@ def test_the_formula_written_by_hand_is_recognised_and_a_different_one_is_not() 
         run_both([dx], feeds, f"hand-written layer_norm dx (changed: {changed})", plans=BOTH_PLANS)
 
 
+@pytest.mark.gpu
 def test_grad_of_grad_keeps_what_the_second_pass_reads() -> None:
     """A Hessian-vector product through layer_norm: the second backward reads nodes of the first
     rule (x_hat, 1/sigma...), so those stay computed while dx itself comes from the shortcut."""
@@ -123,6 +125,7 @@ def test_grad_of_grad_keeps_what_the_second_pass_reads() -> None:
     run_both([gx, *hvp], feeds, "hvp through layer_norm", rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
 def test_a_transformer_step_uses_one_kernel_per_layer_norm_backward() -> None:
     rng = np.random.default_rng(4)
     with at.Graph() as gr:
@@ -141,6 +144,7 @@ def test_a_transformer_step_uses_one_kernel_per_layer_norm_backward() -> None:
     run_both(grads, feeds, "transformer block with layer_norm shortcuts", rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.gpu
 @pytest.mark.parametrize("d", [24, 1030], ids=["row-in-registers", "long-row"])
 @pytest.mark.parametrize("learn_w", [True, False], ids=["dw", "no-dw"])
 def test_a_residual_blocks_input_gradient_is_added_by_the_shortcuts_kernel(learn_w: bool, d: int) -> None:
@@ -168,6 +172,7 @@ def test_a_residual_blocks_input_gradient_is_added_by_the_shortcuts_kernel(learn
     run_both(grads, feeds, "residual blocks' gradients with the sum in the shortcut")
 
 
+@pytest.mark.gpu
 def test_no_sum_in_the_shortcut_when_dx_or_the_sum_is_asked_for() -> None:
     """An output keeps its own buffer: a requested dx (or a requested sum) keeps the add a kernel."""
     rng = np.random.default_rng(3)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from wgpu_helpers import need_tool
+
 ROOT = Path(__file__).resolve().parents[1]
 JS = ROOT / "js"
 BUNDLE = ROOT / "asgteach" / "widgets" / "bundle" / "graphview.js"
@@ -33,10 +35,8 @@ def test_the_lockfile_pins_every_package() -> None:
 
 @pytest.mark.slow  # npm ci (from npm's cache or the registry) and an esbuild run: about 10 s
 def test_committed_bundle_is_what_the_pinned_build_makes(tmp_path: Path) -> None:
-    npm = shutil.which("npm")
-    if npm is None:
-        pytest.skip("npm is not installed here (Debian: apt-get install nodejs npm), so the committed bundle "
-                    "cannot be rebuilt and compared; the widget itself needs no npm")
+    # no npm: the committed bundle cannot be rebuilt and compared (the widget itself needs no npm); CI=true: failed
+    npm = need_tool("npm", "apt-get install nodejs npm (Debian's), or ./scripts/setup")
     work = tmp_path / "js"
     work.mkdir()
     for name in ("package.json", "package-lock.json", "build.mjs"):

@@ -34,6 +34,8 @@ from asgteach.widgets.static import static_html
 from asgteach.widgets.styles import legend_html
 from asgteach.usertext import NO_MATH, plain_text, user_text
 
+from wgpu_helpers import need_module
+
 HREF = r"$\href{javascript:alert(1)}{x}$"
 PAREN = r"\(x\)"
 BRACKET = r"\[x\]"
@@ -245,7 +247,7 @@ def test_static_view_and_plain_pages(hostile, lang: str) -> None:
 
 
 def test_gradcheck_figure_draws_hostile_names() -> None:
-    pytest.importorskip("matplotlib")
+    need_module("matplotlib", "pip install -e . (a dependency of asgteach)")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     with at.Graph():

@@ -1,9 +1,21 @@
-"""Shared pieces of the wgpu tests: the loud module-level skip and the parity comparison."""
+"""Shared pieces of the wgpu tests (the parity comparison), and the one way a test needs what a machine may lack.
+
+:func:`missing` is how every test says "this machine lacks X": under ``CI=true`` (as ``.ci/run``'s machine,
+which ``./scripts/setup`` provisions) it FAILS, saying what to install; elsewhere it skips, loudly (on stderr, and
+in the banner ``tests/conftest.py`` prints at the end of the run). :func:`need_gpu` is the GPU's case: tests reach
+it through the ``gpu`` marker (``pytestmark = pytest.mark.gpu``, ``@pytest.mark.gpu``,
+``pytest.param("wgpu", marks=pytest.mark.gpu)``) or the ``gpu`` fixture, both in ``tests/conftest.py``, so that
+only the GPU tests of a module wait on an adapter and its numpy tests always run.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
+import shutil
 import sys
-from typing import Any, Sequence
+from types import ModuleType
+from typing import Any, NoReturn, Sequence
 
 import numpy as np
 import pytest
@@ -11,15 +23,48 @@ import pytest
 import asgteach as at
 from asgteach.backends import BackendUnavailable
 
+#: how every such skip's reason begins (conftest.py's end-of-run banner collects them)
+MISSING = "MISSING ON THIS MACHINE:"
+GPU_INSTALL = ("apt-get install mesa-vulkan-drivers libvulkan1 (Mesa's lavapipe, a CPU Vulkan driver), "
+               "or ./scripts/setup")
 
-def require_adapter() -> None:
-    """Skip the calling test module — loudly — only when no Vulkan adapter exists at all."""
+
+def missing(what: str, install: str, detail: str = "", *, module_level: bool = False) -> NoReturn:
+    """This test (or module) cannot run here: ``what`` is absent. Fails under ``CI=true``, else skips loudly."""
+    msg = f"{MISSING} {what}. Install: {install}" + (f". ({detail})" if detail else "")
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{msg}\nCI=true: the CI machine must have it, so this is a failure, not a skip.", pytrace=False)
+    print(f"\n!!!!!!!! SKIPPED: {msg}\n", file=sys.stderr)
+    pytest.skip(msg, allow_module_level=module_level)
+
+
+def need_module(name: str, install: str, *, module_level: bool = False) -> ModuleType:
+    """``import name``, or :func:`missing` saying to run ``install``."""
     try:
-        at.backends.get_backend("wgpu")
-    except BackendUnavailable as e:
-        msg = f"\n*** wgpu tests SKIPPED: no Vulkan adapter on this machine ***\n*** {e} ***\n"
-        print(msg, file=sys.stderr)
-        pytest.skip(msg, allow_module_level=True)
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing(f"the Python module {name}", install, str(e), module_level=module_level)
+
+
+def need_tool(name: str, install: str) -> str:
+    """The path of the program ``name`` on PATH, or :func:`missing` saying to run ``install``."""
+    path = shutil.which(name)
+    if path is None:
+        missing(f"the program {name} (not on PATH)", install)
+    return path
+
+
+_no_gpu: list[str] = []   # why the probe failed, once per process (a failed probe is not cached by asgteach)
+
+
+def need_gpu() -> ModuleType:
+    """The wgpu backend (which has a working Vulkan adapter), or :func:`missing` saying how to get one."""
+    if not _no_gpu:
+        try:
+            return at.backends.get_backend("wgpu")
+        except BackendUnavailable as e:
+            _no_gpu.append(str(e))
+    missing("a Vulkan adapter for the wgpu backend (its tests need one)", GPU_INSTALL, _no_gpu[0])
 
 
 def f32_feeds(feeds: dict) -> dict:

@@ -54,14 +54,15 @@ from ..shapes import ShapeError
 from ..tensor import Tensor
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNormBase"]
 
 #: The first value of each running statistic (a fresh PyTorch BatchNorm holds the same).
 BUFFER_FILL = {"running_mean": 0.0, "running_var": 1.0}
 
 
-class _BatchNorm(Module):
-    """What BatchNorm1d and BatchNorm2d share; they differ only in the input ranks they accept."""
+class BatchNormBase(Module):
+    """What BatchNorm1d and BatchNorm2d share (public for checks that switch a batch norm's forward off); they
+    differ only in the input ranks they accept."""
 
     kind = "BatchNorm"
     ranks: tuple[int, ...] = ()
@@ -121,7 +122,7 @@ class _BatchNorm(Module):
         return y
 
 
-class BatchNorm1d(_BatchNorm):
+class BatchNorm1d(BatchNormBase):
     """Normalise each of C channels over the batch: x of shape (N, C) or (N, C, L) (over N, or N and L).
 
     ``BatchNorm1d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True)``,
@@ -133,7 +134,7 @@ class BatchNorm1d(_BatchNorm):
     layout = "(N, {c}) or (N, {c}, L)"
 
 
-class BatchNorm2d(_BatchNorm):
+class BatchNorm2d(BatchNormBase):
     """Normalise each of C channels over the batch and the image: x of shape (N, C, H, W) (over N, H and W).
 
     ``BatchNorm2d(num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True)``,

@@ -147,13 +147,27 @@ class JupyterLab:
         return f"{self.url}/lab/tree/{name}?token={self.token}&reset"
 
 
+def _missing(what: str, install: str) -> None:
+    """Under pytest, the suite's one way to say what this machine lacks (tests/wgpu_helpers.missing: a loud skip, and
+    under CI=true a failure); elsewhere (bench/widget_paint.py, scripts/class-loadtest) an error saying the same."""
+    if "PYTEST_CURRENT_TEST" in os.environ:
+        from wgpu_helpers import missing
+
+        missing(what, install)
+    raise RuntimeError(f"{what} is missing: {install}")
+
+
 @contextmanager
 def browser(width: int = 1500, height: int = 1000) -> Iterator[Any]:
     """A headless Debian Chromium page (Playwright sync API), closed on exit."""
-    from playwright.sync_api import sync_playwright
-
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("Playwright (the Python module that drives the browser)",
+                 "pip install -e '.[dev]', or ./scripts/setup")
     if not os.path.exists(CHROMIUM):
-        raise RuntimeError(f"{CHROMIUM} is missing: apt-get install chromium (no browser is downloaded)")
+        _missing(f"Debian's Chromium ({CHROMIUM})",
+                 "apt-get install chromium (no browser is downloaded), or ./scripts/setup")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         try:
