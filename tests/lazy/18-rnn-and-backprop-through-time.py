@@ -1,4 +1,5 @@
-"""Lesson 18's lazy student: full BPTT in place of the truncated one, and the rho**j estimate in place of measuring."""
+"""Lesson 18's lazy student: full BPTT in place of the truncated one, the rho**j estimate in place of measuring, and
+an unroll that never cuts (exercise 3)."""
 
 LAZY = {
     1: ("with exercise(1):\n"
@@ -19,6 +20,17 @@ LAZY = {
         "        return norms, j\n\n"
         "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n",
         "the norm of dL/dh_t"),
+    3: ("with exercise(3):\n"
+        "    def truncate_every(k):\n"
+        "        # the plain unroll: k is ignored, nothing is cut\n"
+        "        def unroll(step, xs, state):\n"
+        "            states = []\n"
+        "            for x in xs:\n"
+        "                state = step(x, state)\n"
+        "                states.append(state)\n"
+        "            return states\n"
+        "        return unroll\n",
+        "FULL backprop through time"),
 }
 
 # attempts on the judge itself: each a submission of its own (tests/test_course.py's MORE)
@@ -40,6 +52,41 @@ MORE = [
         1: ("with exercise(1):\n    def truncated_grads(params, tokens, targets, k):\n"
             "        import torch\n        raise RuntimeError('stand-in')\n\n"
             "    tbptt_loss, tbptt_grads = 0.0, {}\n", "exercise 1"),
+        # the notebook's one line, copied: it cuts h, but an LSTM's state is the pair (h, c)
+        3: ("with exercise(3):\n    def truncate_every(k):\n        def unroll(step, xs, state):\n"
+            "            states = []\n            for t, x in enumerate(xs):\n"
+            "                if t > 0 and t % k == 0:\n"
+            "                    state = (at.stop_gradient(state[0]), state[1]) if isinstance(state, (tuple, list)) "
+            "else at.stop_gradient(state)\n"
+            "                state = step(x, state)\n                states.append(state)\n"
+            "            return states\n        return unroll\n", "only h is cut"),
+    },
+    {   # exercise 3: the cut one step early (before steps k - 1, 2k - 1, ...)
+        3: ("with exercise(3):\n    def truncate_every(k):\n        def unroll(step, xs, state):\n"
+            "            out = []\n            for t, x in enumerate(xs):\n"
+            "                if t > 0 and (t + 1) % k == 0:\n"
+            "                    state = tuple(map(at.stop_gradient, state)) if isinstance(state, (tuple, list)) "
+            "else state.detach()\n"
+            "                state = step(x, state)\n                out.append(state)\n"
+            "            return out\n        return unroll\n", "off by one"),
+    },
+    {   # exercise 3: a forward pass that is not the plain unroll's (the state reset to zeros at each window)
+        3: ("with exercise(3):\n    def truncate_every(k):\n        def unroll(step, xs, state):\n"
+            "            out = []\n            for t, x in enumerate(xs):\n"
+            "                if t > 0 and t % k == 0:\n"
+            "                    state = tuple(s * 0.0 for s in state) if isinstance(state, (tuple, list)) "
+            "else state * 0.0\n"
+            "                state = step(x, state)\n                out.append(state)\n"
+            "            return out\n        return unroll\n", "changes no value"),
+    },
+    {   # exercise 3: another autodiff library, and the check's own reference through the module table
+        3: ("with exercise(3):\n    import jax\n    def truncate_every(k):\n"
+            "        return lambda step, xs, state: [step(x, jax.lax.stop_gradient(state)) for x in xs]\n",
+            "asgteach's own ops"),
+    },
+    {
+        3: ("with exercise(3):\n    def truncate_every(k):\n"
+            "        return at.lessons.lesson18._wall_graph\n", "may not"),
     },
 ]
 
@@ -62,6 +109,14 @@ HONEST = [
             "        small = np.nonzero(np.array(back[1:]) < threshold * back[0])[0]\n"
             "        return norms, (int(small[0]) + 1 if small.size else None)\n\n"
             "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n"),
+        3: ("with exercise(3):\n    def truncate_every(k):\n        def unroll(step, xs, state):\n"
+            "            states, since_cut = [], 0\n            for x in xs:\n"
+            "                if since_cut == k:\n"
+            "                    state = tuple(s.detach() for s in state) if isinstance(state, tuple) "
+            "else state.detach()\n"
+            "                    since_cut = 0\n"
+            "                state = step(x, state)\n                since_cut += 1\n"
+            "                states.append(state)\n            return states\n        return unroll\n"),
     },
     {
         1: ("with exercise(1):\n    def truncated_grads(params, tokens, targets, k):\n"
@@ -80,5 +135,13 @@ HONEST = [
             "        j = next((j for j in range(1, T) if norms[T - 1 - j] < limit), None)\n"
             "        return np.array(norms), j\n\n"
             "    _, horizon_09 = gradient_horizon(P_09['W_hh'], hs_values, g_graph[-1], 1e-3)\n"),
+        3: ("with exercise(3):\n    def wall(state):\n"
+            "        if isinstance(state, at.Tensor):\n            return at.stop_gradient(state)\n"
+            "        return [wall(part) for part in state]\n\n"
+            "    def truncate_every(k):\n"
+            "        def unroll(step, xs, state):\n            T = len(xs)\n            states = [None] * T\n"
+            "            for t in range(T):\n"
+            "                state = step(xs[t], wall(state) if t % k == 0 else state)   # t = 0: h0 is an input\n"
+            "                states[t] = state\n            return states\n        return unroll\n"),
     },
 ]
