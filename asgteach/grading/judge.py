@@ -55,6 +55,7 @@ from typing import Any
 
 from .rules import HANDS_OFF, problems, rule_for
 from .sandbox import Limits, require
+from .wire import IMPORTABLE
 
 __all__ = ["Verdict", "Limits", "notebook_cells", "judge_notebook", "judge_in_worker", "apply_verdicts",
            "apply_outputs", "TIMEOUT"]
@@ -229,6 +230,10 @@ def trusted_names(cells: list[dict[str, Any]]) -> dict[str, Any]:
         if cell["kind"] not in ("context", "check"):
             continue
         for stmt in _imports(cell["source"]):
+            names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+            if isinstance(stmt, ast.ImportFrom) and stmt.level or not all(
+                    any(n == m or n.startswith(m + ".") for m in IMPORTABLE) for n in names):
+                continue          # only the libraries a check may use here (a notebook's cell is not code to trust)
             module = ast.Module(body=[stmt], type_ignores=[])
             try:
                 exec(compile(module, "<instructor's imports>", "exec"), ns)   # noqa: S102 - the instructor's lines

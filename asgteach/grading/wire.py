@@ -49,7 +49,8 @@ ARRAY_KINDS = frozenset("biufcUS")
 #: module names (and their submodules) a receiver may resolve ``{"$mod": name}`` to
 IMPORTABLE = ("numpy", "asgteach", "math", "cmath", "functools", "itertools", "operator", "collections", "random",
               "statistics", "fractions", "decimal", "string", "re", "json", "time", "dataclasses", "typing",
-              "matplotlib", "contextlib", "copy", "struct", "warnings")
+              "matplotlib", "contextlib", "copy", "struct", "warnings", "pathlib", "tempfile", "types", "inspect",
+              "safetensors")
 
 
 class WireError(ValueError):
