@@ -76,7 +76,19 @@ def test_an_answer_reaching_for_the_keys_fails_in_a_kernel_and_where_there_are_n
                 check_fn(answer)
 
 
-def test_fusible_check_refuses_the_lessons_own_chains() -> None:
-    """show_fusion finds the chains without the keys, so it holds exercise 3's rule: calling it is refused."""
-    with pytest.raises(ExerciseError, match="show_fusion's chains, which the exercise asks you to write yourself"):
-        lesson13.fusible_check(lambda p: [i for c in lesson13.fusion_chains(p) for i in c[:-1]])
+def test_fusible_check_refuses_the_plans_own_chains() -> None:
+    """show_fusion asks the numpy plan for its chains (Plan.fusion_chains): an answer that asks it too is refused,
+    by the exercise's rule on the source and, in a kernel, by the check's watch however the answer holds it."""
+    from asgteach.grading.rules import problems
+
+    assert problems("def my_fusible(plan):\n    return plan.fusion_chains()\n", lesson13.RULES[3])
+    holder = {"chains": lambda p: p.fusion_chains()}
+    with pytest.raises(ExerciseError, match="fusion_chains\\(\\), which the exercise asks you to write yourself"):
+        lesson13.fusible_check(lambda p: [i for c in holder["chains"](p) for i in c[:-1]])
+
+
+def test_the_plans_fusion_chains_are_the_rule_section_6_states() -> None:
+    """The library's analysis agrees with the answer keys' reference on the check's plans."""
+    answer_keys = keys_module.load()
+    for p in lesson13.check_plans():
+        assert p.fusion_chains() == answer_keys.fusion_chains(p)

@@ -272,6 +272,37 @@ class Plan:
                          "live_values": len(live)})
         return rows
 
+    def fusion_chains(self) -> list[list[int]]:
+        """Which steps a fusing backend could run as one kernel, by the plainest rule (lesson 13, section 6).
+
+        An elementwise step (category arithmetic, activation or comparison) whose value is not an output, not
+        folded, and read by exactly one elementwise step of the same shape joins that reader: the two become one
+        loop that keeps the value in a register. Each chain of node ids, in order, ends with the step whose value
+        is written. This numpy backend fuses nothing (it runs one numpy call per step); the GPU's pass ``chains``
+        (``wgpu_passes/chains.py``) applies a wider rule (trees of single readers, broadcasts, costs).
+        """
+        elementwise = ("arithmetic", "activation", "comparison")
+        steps = self.steps
+        readers: dict[int, list[Node]] = {}
+        for step in steps:
+            for i in step.node.inputs:
+                readers.setdefault(i, []).append(step.node)
+        outputs, folded = set(self.outputs), set(self.folded)
+        joins: dict[int, int] = {}
+        for step in steps:
+            node, users = step.node, readers.get(step.node.id, [])
+            if (spec(node.op).category in elementwise and node.id not in outputs and node.id not in folded
+                    and len(users) == 1 and spec(users[0].op).category in elementwise
+                    and users[0].shape == node.shape):
+                joins[node.id] = users[0].id
+        groups: dict[int, list[int]] = {}
+        for step in steps:
+            end = step.node.id
+            while end in joins:
+                end = joins[end]
+            groups.setdefault(end, []).append(step.node.id)
+        return [ids for ids in groups.values() if len(ids) > 1]
+
     def __repr__(self) -> str:
         return (f"<numpy Plan: {self._n_steps} kernels, {len(self.leaves)} fed leaves, "
                 f"{len(self.constants)} constants, outputs {self.outputs}>")

@@ -19,14 +19,17 @@ the :class:`~asgteach.grading.keys.KeysMissing` it meets there is reported as th
 answers need no source rule beyond the judge's hands-off one: ``RULES`` is empty.
 
 :func:`show_fusion` prints the fusion chains of the lesson's plan for section 6. It runs in the lesson's
-own cells, where a student's code runs, so it needs no keys: it finds the chains itself (which is the
-rule exercise 3 asks for: try the exercise before reading it).
+own cells, where a student's code runs, so it needs no keys: it asks the numpy plan for them
+(``Plan.fusion_chains``, the library's own analysis by the rule the section states). Exercise 3 asks for
+that rule written out: ``RULES[3]`` refuses the plan's method, and in practice mode the check also
+refuses a call into it however the answer holds it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
+from ..backends.numpy_plan import Plan as NumpyPlan
 from ..grading.calls import refusing_calls
 from ..grading.checks import check_equal, check_function
 from ..grading.exercises import ExerciseError
@@ -34,46 +37,19 @@ from ..grading.keys import KeysMissing
 from ..grading.keys import load as load_keys
 from ..grading.rules import Rule
 
-__all__ = ["LESSON", "RULES", "show_fusion", "fusion_chains", "check_plans", "memory_check", "last_use_check",
-           "fusible_check"]
+__all__ = ["LESSON", "RULES", "show_fusion", "check_plans", "memory_check", "last_use_check", "fusible_check"]
 
 LESSON = "13-graph-engineering"
 
-#: exercise -> what its answer may not use: none (the checks watch what the answer calls)
-RULES: dict[int, Rule] = {}
+#: exercise -> what its answer may not use (the checks also watch what the answer calls, in practice mode)
+RULES: dict[int, Rule] = {
+    3: Rule(why="find the fusible values yourself from plan.steps, by the rule section 6 states: the plan's own "
+                "fusion_chains() is the lesson's display, not the exercise",
+            attrs=frozenset({"fusion_chains", "show_fusion"})),
+}
 
 
 _ELEMENTWISE = ("arithmetic", "activation", "comparison")   # op categories whose kernels are elementwise
-
-
-def fusion_chains(plan: Any) -> list[list[int]]:
-    """The fusion chains of ``plan``: each step joined to the one elementwise step of its shape that alone reads it
-    (when the step is elementwise, not an output, not folded); each group of more than one step is one kernel."""
-    from ..ops.registry import spec
-
-    readers: dict[int, list[Any]] = {}
-    for step in plan.steps:
-        for i in step.node.inputs:
-            readers.setdefault(i, []).append(step.node)
-    outputs, folded = set(plan.outputs), set(plan.folded)
-    into: dict[int, int] = {}     # a fused value -> the step that reads it
-    for step in plan.steps:
-        node = step.node
-        users = readers.get(node.id, [])
-        if (spec(node.op).category in _ELEMENTWISE and node.id not in outputs and node.id not in folded
-                and len(users) == 1 and spec(users[0].op).category in _ELEMENTWISE
-                and users[0].shape == node.shape):
-            into[node.id] = users[0].id
-
-    def root(i: int) -> int:
-        while i in into:
-            i = into[i]
-        return i
-
-    members: dict[int, list[int]] = {}
-    for step in plan.steps:
-        members.setdefault(root(step.node.id), []).append(step.node.id)
-    return [ids for ids in members.values() if len(ids) > 1]
 
 
 def show_fusion(plan: Any) -> None:
@@ -81,7 +57,7 @@ def show_fusion(plan: Any) -> None:
     from ..ops.registry import spec
 
     g = plan.graph
-    chains = fusion_chains(plan)
+    chains = plan.fusion_chains()    # the numpy plan's own analysis (the rule section 6 states)
     for chain in chains:
         print(" -> ".join(f"#{i} {g.nodes[i].op}" for i in chain), f"  (shape {g.nodes[chain[-1]].shape})")
     saved = sum(g.nodes[i].size for chain in chains for i in chain[:-1]) * 4
@@ -200,7 +176,7 @@ def fusible_check(fn: Callable[..., Any]) -> None:
     """
     for p in check_plans():
         readings = _fusible_readings(p)
-        with refusing_calls("my_fusible", (fusion_chains, "asgteach.lessons.lesson13.show_fusion's chains")):
+        with refusing_calls("my_fusible", (NumpyPlan.fusion_chains, "the numpy plan's own fusion_chains()")):
             got = _answer(fn, "my_fusible(plan)")(p)
         if not isinstance(got, (list, tuple)):
             raise ExerciseError(f"my_fusible(plan) should return a list of node ids, got {type(got).__name__}")

@@ -41,15 +41,15 @@ MORE = [
         # the folder) into the working folder, and imported as a module of the answer's own, when the function runs:
         # the sandbox has no such file, and the check says what the answer reached for. (In a student's own kernel in a
         # clone, which holds the keys and the solutions in plain view anyway, the copy is not the keys' file the watch
-        # knows: practice mode is not where this is refused.) And the lesson's own show_fusion, which finds the chains
-        # exercise 3 asks for, named by its module: the hands-off rule (in a kernel, the check's watch refuses it)
+        # knows: practice mode is not where this is refused.) And the numpy plan's own fusion_chains(), which finds the
+        # chains exercise 3 asks for: exercise 3's rule (in a kernel, the check's watch refuses it too)
         2: ("with exercise(2):\n    def my_last_use(plan):\n        root = at.__file__.rsplit('/', 2)[0]\n"
             "        np.fromfile(root + '/instructor/answer_keys.py', dtype=np.uint8).tofile('mykeys.py')\n"
             "        import mykeys\n        return mykeys.last_use(plan)\n",
             "reaches for the check's own reference"),
         3: ("with exercise(3):\n    def my_fusible(plan):\n"
-            "        return [i for chain in lesson13._chains(plan) for i in chain[:-1]]\n\n"
-            "    bytes_saved = 51712\n", "uses lesson13"),
+            "        return [i for chain in plan.fusion_chains() for i in chain[:-1]]\n\n"
+            "    bytes_saved = 51712\n", "uses .fusion_chains"),
     },
 ]
 
