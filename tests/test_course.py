@@ -131,6 +131,29 @@ def test_graded_check_fails_when_not_done_and_a_stub_function_counts_as_not_done
             f(1)
 
 
+def test_a_check_that_needs_the_keys_says_so_in_a_students_install_and_fails_when_graded(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """A student's install has no answer keys: practice mode prints why the check cannot run (the notebook runs on,
+    as scripts/release requires of every student lesson); a graded check never passes without them."""
+    from asgteach.grading import keys
+
+    monkeypatch.setenv("ASGTEACH_KEYS", "/nonexistent/answer_keys.py")
+    monkeypatch.delitem(sys.modules, keys.MODULE, raising=False)
+    with exercise(83):
+        pass
+
+    def needs_keys() -> None:
+        keys.load()
+
+    with check(83):
+        needs_keys()
+    assert "exercise 83: not checked here: this check compares your answer with the course's answer keys" in \
+        capsys.readouterr().out
+    with pytest.raises(ExerciseError, match="exercise 83: this check compares"):
+        with check(83, graded=True):
+            needs_keys()
+
+
 # --- nbgrader's own CLI on every lesson (slow) --------------------------------------------------------
 
 #: lesson -> honest students, each a submission of its own that must score full marks: [{exercise: answer cell}, ...]

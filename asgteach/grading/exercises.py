@@ -149,6 +149,11 @@ def check(n: int, graded: bool = False) -> Iterator[None]:
             raise ExerciseError(f"exercise {n}: your answer ran but did not define what the check needs: "
                                 f"{e}") from None
         if isinstance(e, ExerciseError):
+            from .keys import KeysMissing
+
+            if isinstance(e, KeysMissing) and not graded:   # a student's install: say so, the notebook runs on
+                print(f"exercise {n}: not checked here: {e}")
+                return
             raise ExerciseError(f"exercise {n}: {e}") from None
         raise
     if state == NOT_DONE:  # the check found old values (from an earlier run): still not done
