@@ -9,7 +9,9 @@ lesson's module and its answer key only:
 * :func:`borrowed`: the notebook name under which a student's function holds the library's own answer
   (``from asgteach import jvp``, a default argument), which lessons 10 and 11 refuse;
 * :func:`mystery_report`: gradcheck's report on a graph while a lesson's planted bug is in
-  (:func:`asgteach.lessons.bugs.mystery`), the truth the bug hunts of lessons 4 and 5 are compared with.
+  (:func:`asgteach.lessons.bugs.mystery`), the truth the bug hunts of lessons 4 and 5 are compared with;
+* :func:`call_answer`: the student's function called with numpy's warnings off, its exception an
+  ExerciseError naming the call (lessons 14 and 19).
 
 Generic comparisons (an array, a function on cases, a node's values) are the grading engine's, in
 :mod:`asgteach.grading.checks`.
@@ -17,11 +19,12 @@ Generic comparisons (an array, a function on cases, a node's values) are the gra
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["fresh", "borrowed", "mystery_report"]
+__all__ = ["fresh", "borrowed", "mystery_report", "quiet", "call_answer"]
 
 
 def fresh(seed: int | None = None) -> np.random.Generator:
@@ -46,3 +49,27 @@ def mystery_report(lesson: int, loss: Any, inputs: Sequence[Any], feeds: Mapping
 
     with bugs.mystery(lesson):
         return gradcheck(loss, list(inputs), feeds)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Warnings off while the student's code runs: a stray RuntimeWarning on stderr would fail an nbgrader test
+    cell with no explanation, so the check judges the values (a nan, an inf) and says what is wrong."""
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def call_answer(fn: Callable[..., Any], call: str, *args: Any) -> Any:
+    """``fn(*args)`` under :func:`quiet`; an exception of the student's becomes an ExerciseError naming ``call``."""
+    from ..grading.exercises import ExerciseError
+
+    try:
+        with quiet():
+            return fn(*args)
+    except (ExerciseError, NotImplementedError):
+        raise  # NotImplementedError: the stub of an unfinished exercise; check(n) says "not done yet"
+    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
+        raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e

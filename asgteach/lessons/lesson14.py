@@ -28,8 +28,6 @@ import functools
 import math
 import sys
 import types
-import warnings
-from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, Callable, Iterator, Sequence
 
@@ -40,6 +38,8 @@ from ..grading import rules
 from ..grading.rules import STAND_INS, Rule
 from ..grading.exercises import ExerciseError
 from ..grading.keys import load as load_keys
+
+from .common import call_answer, quiet
 
 __all__ = ["LESSON", "RULES", "grad_norm_ratio_check", "predicted_factor_check", "clip_by_global_norm_check",
            "clipped_training_check"]
@@ -55,26 +55,6 @@ RULES: dict[int, Rule] = {
             imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"}),
             attrs=frozenset({"clip_grad_norm", "clip_grad_norm_"})),
 }
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Warnings off while the student's code runs: a stray RuntimeWarning on stderr would fail an nbgrader
-    test cell with no explanation, so the check judges the values (a nan, an inf) and says what is wrong."""
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
-
-
-def _call(fn: Callable[..., Any], call: str, *args: Any) -> Any:
-    """``fn(*args)``; an exception of the student's becomes an ExerciseError naming the call."""
-    try:
-        with _quiet():
-            return fn(*args)
-    except (ExerciseError, NotImplementedError):
-        raise  # NotImplementedError: the stub of an unfinished exercise; check(n) says "not done yet"
-    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
-        raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
 
 
 def _number(got: Any, call: str) -> float:
@@ -170,7 +150,7 @@ def grad_norm_ratio_check(fn: Callable[[Any, list, dict], Any]) -> None:
         values = at.run(grads, feeds)
         want = float(np.linalg.norm(values[0]) / np.linalg.norm(values[-1]))
         call = f"grad_norm_ratio(loss, weights, feeds) on a net of the check's ({what})"
-        got = _number(_call(fn, call, loss, list(weights), dict(feeds)), call)
+        got = _number(call_answer(fn, call, loss, list(weights), dict(feeds)), call)
         if not np.isclose(got, want, rtol=1e-6, atol=0.0):
             raise ExerciseError(f"{call}: the ratio should be {want:.6g}, got {got:.6g}."
                                 + _ratio_hint(got, values, [feeds[w] for w in weights]))
@@ -228,7 +208,7 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
         try:
             with without("matmul", attrs=[(keys, "predicted_factor"), (this, "measured_factor")],
                          why="predict the factor yourself"):
-                got = _number(_call(fn, call, width, std, slope), call)
+                got = _number(call_answer(fn, call, width, std, slope), call)
         except ExerciseError as e:
             if "the library's matmul" not in str(e):
                 raise
@@ -263,7 +243,7 @@ def predicted_factor_check(fn: Callable[[int, float, float], Any], rtol: float =
     for width, std, slope in WIDE_CASES:
         call = f"predicted_factor({width}, {std:g}, {slope:g})"
         try:
-            got = _number(_call(fn, call, width, std, slope), call)
+            got = _number(call_answer(fn, call, width, std, slope), call)
         except ExerciseError as e:
             raise ExerciseError(f"{e}. A net {width} units wide is too wide to build, but its factor is a formula "
                                 "away: predict it from width, std and slope (no net, no measurement)") from None
@@ -371,7 +351,7 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
         call = f"clip_by_global_norm(<{len(grads)} gradients: {what}>, max_norm={max_norm:.4g})"
         with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value"), (keys, "clip_by_global_norm")],
                      why="clip the numpy gradients yourself"):
-            result = _call(fn, call, [g.copy() for g in grads], max_norm)
+            result = call_answer(fn, call, [g.copy() for g in grads], max_norm)
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise ExerciseError(f"{call} should return two things, (the clipped list, the norm before clipping), "
                                 f"got {type(result).__name__}: {result!r:.80}")
@@ -403,7 +383,7 @@ def clip_by_global_norm_check(fn: Callable[[list, float], Any]) -> None:
     call = "clip_by_global_norm(<2 gradients, one holding inf>, max_norm=1)"
     with without(attrs=[(optim, "clip_grad_norm"), (optim, "clip_grad_value"), (keys, "clip_by_global_norm")],
                  why="clip the gradients yourself"):
-        result = _call(fn, call, [g.copy() for g in grads], 1.0)
+        result = call_answer(fn, call, [g.copy() for g in grads], 1.0)
     norm = result[1] if isinstance(result, (tuple, list)) and len(result) == 2 else result
     got_norm = _number(norm, call)
     if not got_norm == math.inf:
@@ -435,14 +415,15 @@ def _training_run(clip: Callable[[list, float], Any] | None, steps: int = 120, l
     for a, b in zip(dims[:-1], dims[1:]):
         values += [rng.standard_normal((a, b)) * math.sqrt(2.0 / a), np.zeros(b)]
     history: list[float] = []
-    with _quiet():
+    with quiet():
         for step in range(steps):
             loss_value, *grads = plan.run({x: xs, t: ts, **dict(zip(params, values))}, on_nan="ignore")
             history.append(float(loss_value))
             if not np.isfinite(history[-1]) or history[-1] > 1e6:
                 break
             if clip is not None:
-                result = _call(clip, "clip_by_global_norm(grads, 1.0) in the check's training loop", grads, max_norm)
+                result = call_answer(clip, "clip_by_global_norm(grads, 1.0) in the check's training loop", grads,
+                                     max_norm)
                 grads = result[0]
             values = [v - lr * np.asarray(g, dtype=np.float64) for v, g in zip(values, grads)]
     return history

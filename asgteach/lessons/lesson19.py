@@ -26,7 +26,6 @@ for the choice) are read from the answers' source. Reading this file gives the e
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -35,7 +34,7 @@ from ..grading import rules
 from ..grading.checks import check_array, without
 from ..grading.exercises import ExerciseError
 from ..grading.rules import STAND_INS, Rule
-from .common import fresh
+from .common import call_answer, fresh
 
 __all__ = ["LESSON", "RULES", "OPTIMIZERS", "batchnorm_forward_check", "decay_per_step_check",
            "choose_by_validation_check"]
@@ -63,27 +62,6 @@ RULES: dict[int, Rule] = {
 
 #: the optimizers of exercise 2, by the name the student's function is given
 OPTIMIZERS = ("sgd", "adam", "adamw")
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Numpy's warnings off while the student's code runs: the check judges the values (a nan, an inf)."""
-    import warnings
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
-
-
-def _call(fn: Callable[..., Any], call: str, *args: Any) -> Any:
-    """``fn(*args)``; an exception of the student's becomes an ExerciseError naming the call."""
-    try:
-        with _quiet():
-            return fn(*args)
-    except (ExerciseError, NotImplementedError):
-        raise  # NotImplementedError: the stub of an unfinished exercise; check(n) says "not done yet"
-    except Exception as e:  # noqa: BLE001 - the student's function failing is a finding, reported as such
-        raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
 
 
 def _array(got: Any, what: str, call: str) -> np.ndarray:
@@ -231,7 +209,7 @@ def batchnorm_forward_check(fn: Callable[..., Any]) -> None:
         call = (f"batchnorm_forward(<x {shape}>, gamma, beta, running_mean, running_var, momentum={momentum:g}, "
                 f"eps={eps:g}, training={training}) on {what}")
         with without(attrs=[(normalization.BatchNormBase, "forward")], why="write batch norm with numpy"):
-            got = _call(fn, call, x.copy(), gamma.copy(), beta.copy(), running_mean.copy(), running_var.copy(),
+            got = call_answer(fn, call, x.copy(), gamma.copy(), beta.copy(), running_mean.copy(), running_var.copy(),
                         momentum, eps, training)
         if not isinstance(got, (tuple, list)) or len(got) != 3:
             raise ExerciseError(f"{call} should return three arrays, (y, new_running_mean, new_running_var), got "
@@ -388,7 +366,7 @@ def decay_per_step_check(fn: Callable[..., Any]) -> None:
         call = (f"decay_per_step({kind!r}, w={np.array2string(w, precision=3)}, grad_rms="
                 f"{np.array2string(rms, precision=3)}, lr={lr:.3g}, wd={wd:.3g})")
         with without(attrs=refused, why="predict it: a formula, not an optimizer run"):
-            got = _array(_call(fn, call, kind, w.copy(), rms.copy(), lr, wd), "d", call)
+            got = _array(call_answer(fn, call, kind, w.copy(), rms.copy(), lr, wd), "d", call)
         if got.shape != w.shape:
             raise ExerciseError(f"{call} should return an array of w's shape {w.shape}, got shape {got.shape}")
         bad = ~np.isclose(got, want, rtol=0.05, atol=0.0)
@@ -403,7 +381,7 @@ def decay_per_step_check(fn: Callable[..., Any]) -> None:
         call = f"decay_per_step({kind!r}, <w (2, 3)>, <grad_rms from {rms.min():.2g} to {rms.max():.2g}>, " \
                f"lr={lr:.3g}, wd={wd:.3g})"
         with without(attrs=refused, why="predict it: a formula, not an optimizer run"):
-            got = _array(_call(fn, call, kind, w.copy(), rms.copy(), lr, wd), "d", call)
+            got = _array(call_answer(fn, call, kind, w.copy(), rms.copy(), lr, wd), "d", call)
         if got.shape != w.shape or not np.allclose(got, want, rtol=1e-9, atol=0.0):
             hint = _decay_hint(kind, got, w, rms, lr, wd) if got.shape == w.shape else ""
             raise ExerciseError(
@@ -524,7 +502,8 @@ def choose_by_validation_check(fn: Callable[..., Any]) -> None:
 
         call = f"choose_by_validation(fit, error, {cands}, X_train, y_train, X_val, y_val) on {what}"
         try:
-            result = _call(fn, call, fit, error, list(cands), X_tr.copy(), y_tr.copy(), X_val.copy(), y_val.copy())
+            result = call_answer(fn, call, fit, error, list(cands), X_tr.copy(), y_tr.copy(), X_val.copy(),
+                                 y_val.copy())
         except ExerciseError:
             if not (stray_fits or stray_errors):
                 raise
