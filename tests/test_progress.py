@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -111,7 +112,15 @@ def test_a_terminal_gets_the_tqdm_bar() -> None:
             for _ in range(20):
                 bar.update(1, loss=0.25)
         tty.flush()
-        drawn = os.read(leader, 65536).decode()
+        drawn = b""
+        while select.select([leader], [], [], 2.0)[0]:   # a pty hands its bytes over in pieces: read them all
+            chunk = os.read(leader, 65536)
+            if not chunk:
+                break
+            drawn += chunk
+            if b"20/20" in drawn:
+                break
+        drawn = drawn.decode()
     os.close(leader)
     assert "\r" in drawn and "training: 100%" in drawn and "20/20" in drawn, repr(drawn)
 
