@@ -155,6 +155,19 @@ class Hub:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
 
+    def kernel_log(self, kernel_id: str, around: int = 12) -> str:
+        """What the servers logged about one kernel, with the lines after each mention (a kernel's own stderr,
+        e.g. a fatal error's traceback, lands there: the spawner sets PYTHONFAULTHANDLER)."""
+        try:
+            lines = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        keep: set[int] = set()
+        for i, line in enumerate(lines):
+            if kernel_id in line or "Fatal Python error" in line or "KernelRestarter" in line:
+                keep.update(range(i, min(len(lines), i + around)))
+        return "\n".join("    " + lines[i][:300] for i in sorted(keep)[-80:]) or "(nothing about it)"
+
     def log_tail(self, n: int = 3000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-n:]
@@ -350,6 +363,7 @@ class Student:
     reconnects: int = 0      # kernel websockets re-opened (a dropped connection, a killed server)
     resent: int = 0          # cells run again because their reply went to a lost connection
     pull_retries: int = 0    # nbgitpuller streams started again
+    unprompted: int = 0      # kernel deaths no injected fault caused (reported with the server's log)
 
     @property
     def ok(self) -> bool:
@@ -517,7 +531,24 @@ class Run:
                 try:
                     outputs, reply, first = k.execute(cells[i], timeout=max(5.0, min(600.0, self.left())))
                 except KernelDied as e:
-                    raise Failure(f"{path} cell {i}: the kernel died ({e})") from e
+                    # Nothing of ours killed it (the faults are injected above, between cells). Say what the
+                    # server logged about it; then do what JupyterLab offers a student: the server's restarter
+                    # has already started a fresh process under the same id, so wait for it and re-run the
+                    # lesson from the top. A second death of the same student's kernel fails the run.
+                    log = self.hub.kernel_log(kid)
+                    s.unprompted += 1
+                    self.fault_notes.append(f"{s.name}: UNPROMPTED kernel death in {Path(path).name} cell {i} "
+                                            f"({e}); the server's log about it:\n{log}")
+                    if s.unprompted > 1:
+                        raise Failure(f"{path} cell {i}: the kernel died again ({e}); server log:\n{log}") from e
+                    k.close()
+                    base, hdr = f"{self.hub.url}/user/{s.name}", {"Authorization": f"token {token}"}
+                    if not self.wait_idle(base, hdr, kid, 120):
+                        raise Failure(f"{path} cell {i}: the kernel died ({e}) and did not come back; "
+                                      f"server log:\n{log}") from e
+                    k = Kernel(base, token, kid, s.name)
+                    i = 0
+                    continue
                 except Failure as e:
                     raise Failure(f"{path} cell {i}: {e}") from e
                 if reply.get("status") != "ok":
@@ -786,7 +817,8 @@ class Run:
             extra = "; ".join(filter(None, [f"fault: {s.fault}" if s.fault else "",
                                             f"websocket reconnected x{s.reconnects}" if s.reconnects else "",
                                             f"cell re-sent x{s.resent}" if s.resent else "",
-                                            f"pull retried x{s.pull_retries}" if s.pull_retries else ""]))
+                                            f"pull retried x{s.pull_retries}" if s.pull_retries else "",
+                                            f"KERNEL DIED UNPROMPTED x{s.unprompted}" if s.unprompted else ""]))
             print(f"{s.name:10s} {fo:>12s} {tot:>8s} {mem:>8s} {s.cells:>6d}  {extra}")
         for line in self.fault_notes:
             print("fault:", line)

@@ -229,6 +229,9 @@ class _Limits:
             "XDG_RUNTIME_DIR": str(Path(home) / ".runtime"),   # Mesa's Vulkan driver (lesson 11) wants one
             "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
             "NBGITPULLER_APP": "lab",
+            # a kernel that crashes in C (a driver, a numpy extension) prints its Python stack into the server's
+            # log, so "the kernel died" in a class comes with where
+            "PYTHONFAULTHANDLER": "1",
         })
         return env_
 
