@@ -6,12 +6,14 @@ cannot match byte for byte, and each kind is handled on purpose:
 * **widgets** (``at.show``'s GraphView, a Graph or Tensor ending a cell): their model ids are random.
   nbval itself skips the widget-view mimetype, but the view's text and static-HTML copies would still be
   compared and tie every lesson to the exact markup of ``asgteach/widgets/static.py``. Rule: a cell that
-  shows a graph starts with ``# NBVAL_IGNORE_OUTPUT`` and a comment line naming the widget, so nbval runs
-  it (an error still fails) but compares nothing.
+  shows a graph carries nbval's tag ``nbval-ignore-output`` and a metadata field ``nbval_why`` naming the
+  widget, so nbval runs it (an error still fails) but compares nothing.
 * **figures**: nbval skips ``image/png`` by design; their text (``<Figure size ... with N Axes>``) is
   still compared, which checks the figure's layout. Nothing to mark.
-* **anything else machine-dependent** (timings, adapters): ``# NBVAL_IGNORE_OUTPUT`` plus a comment line
-  ``# (why)`` right below it, so every ignored output says why it is ignored.
+* **anything else machine-dependent** (timings, adapters): the same tag and ``nbval_why``, so every ignored
+  output says why it is ignored.
+* **no test markers in the code a student reads**: no ``# NBVAL_...`` comment in any cell's source (nbval's
+  cell tags do the same job from the metadata, which a reader does not see).
 * **no saved widget state** in a notebook's metadata: it changes on every run and weighs ~100 KB per view
   (``scripts/run-notebooks`` executes with ``store_widget_state=False``).
 """
@@ -28,17 +30,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted([*ROOT.glob("lessons/*.ipynb"), *ROOT.glob("notebooks/*.ipynb")])
 WIDGET = "application/vnd.jupyter.widget-view+json"
-IGNORE = "# NBVAL_IGNORE_OUTPUT"
+IGNORE = "nbval-ignore-output"
 SHOWS_A_GRAPH = re.compile(r"\bat\.show\(")
 
 
-def _cells(path: Path) -> list[tuple[int, str, list]]:
+def _cells(path: Path) -> list[tuple[int, str, list, dict]]:
     nb = json.loads(path.read_text(encoding="utf-8"))
     out = []
     for k, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code":
             src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            out.append((k, src, cell.get("outputs", [])))
+            out.append((k, src, cell.get("outputs", []), cell.get("metadata", {})))
     return out
 
 
@@ -52,27 +54,26 @@ def test_there_are_notebooks() -> None:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_widget_cells_are_ignored_on_purpose(path: Path) -> None:
-    for k, src, outputs in _cells(path):
+    for k, src, outputs, meta in _cells(path):
         if not (_has_widget_output(outputs) or SHOWS_A_GRAPH.search(src)):
             continue
-        lines = src.splitlines()
-        assert lines and lines[0].strip() == IGNORE, (
-            f"{path.name}, cell {k} shows a graph widget: its first line must be '{IGNORE}' "
-            f"(widget ids and static HTML are not compared), got {lines[:1]}")
-        assert len(lines) > 1 and lines[1].startswith("# (") and "widget" in lines[1], (
-            f"{path.name}, cell {k}: the line after '{IGNORE}' must say why, naming the widget, e.g. "
-            "'# (an interactive widget: nbval runs this cell but compares no widget output)'")
+        assert IGNORE in meta.get("tags", []), (
+            f"{path.name}, cell {k} shows a graph widget: tag it '{IGNORE}' (widget ids and static HTML are not "
+            f"compared), got tags {meta.get('tags')}")
+        assert "widget" in meta.get("nbval_why", ""), (
+            f"{path.name}, cell {k}: its metadata 'nbval_why' must say why, naming the widget, e.g. "
+            "'an interactive widget: nbval runs this cell but compares no widget output'")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_every_ignored_output_says_why(path: Path) -> None:
-    for k, src, _ in _cells(path):
-        lines = src.splitlines()
-        if IGNORE not in src:
-            continue
-        assert lines[0].strip() == IGNORE, f"{path.name}, cell {k}: '{IGNORE}' must be the cell's first line"
-        assert len(lines) > 1 and lines[1].startswith("# ("), (
-            f"{path.name}, cell {k}: the line after '{IGNORE}' must be a comment '# (why ...)'")
+    for k, src, _, meta in _cells(path):
+        assert "NBVAL" not in src, (
+            f"{path.name}, cell {k}: a '# NBVAL_...' comment in code a student reads; use nbval's cell tag "
+            f"'{IGNORE}' and a metadata field 'nbval_why' instead")
+        if IGNORE in meta.get("tags", []):
+            assert len(meta.get("nbval_why", "").strip()) > 10, (
+                f"{path.name}, cell {k} is tagged '{IGNORE}': its metadata 'nbval_why' must say why")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
