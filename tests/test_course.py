@@ -32,7 +32,7 @@ import pytest
 from asgteach import cli
 from asgteach.lessons import ExerciseError, check, exercise
 from asgteach.grading import sandbox
-from asgteach.grading.nbcourse import POINTS, course_notebook, write_course
+from asgteach.grading.nbcourse import FOUND_TAG, POINTS, course_notebook, write_course
 from asgteach.grading.student import SolutionMarkerError, marking
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,8 +56,9 @@ def _src(cell: dict) -> str:
 @pytest.mark.parametrize("lesson", LESSONS, ids=STEMS)
 def test_every_code_cell_gets_nbgrader_metadata_from_the_one_marking(lesson: Path) -> None:
     nb = _nb(lesson)
-    mark = marking(nb, lesson.name)
     course, points = course_notebook(nb, lesson.name)
+    kept = [c for c in nb["cells"] if FOUND_TAG not in c.get("metadata", {}).get("tags", [])]
+    mark = marking({**nb, "cells": kept}, lesson.name)   # (what an exercise should show is not in an assignment)
     assert points == POINTS * mark.count > 0
     grade_ids = []
     for index, cell in enumerate(course["cells"]):
@@ -84,7 +85,21 @@ def test_every_code_cell_gets_nbgrader_metadata_from_the_one_marking(lesson: Pat
     assert len(grade_ids) == len(set(grade_ids))
     # stable: the same lesson gives the same notebook (ids, grade ids, everything) on every run
     assert course_notebook(nb, lesson.name)[0] == course
-    assert [c["id"] for c in course["cells"]] == [c["id"] for c in nb["cells"]]
+    assert [c["id"] for c in course["cells"]] == [c["id"] for c in kept]
+
+
+def test_what_you_should_have_found_is_left_out_of_an_assignment() -> None:
+    found = {"cell_type": "markdown", "id": "f1", "metadata": {"tags": [FOUND_TAG]},
+             "source": "<details><summary>What you should have found</summary>\n\nthe answer\n\n</details>"}
+    cells = [{"cell_type": "code", "id": "a1", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": "with exercise(1):\n    ### BEGIN SOLUTION\n    x = 1\n    ### END SOLUTION"},
+             {"cell_type": "code", "id": "c1", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": "with check(1):\n    assert x == 1"}, found,
+             {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "next section"}]
+    nb = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    course, _ = course_notebook(nb, "x.ipynb")
+    assert [c["id"] for c in course["cells"]] == ["a1", "c1", "m1"]
+    assert nb["cells"][2] is found      # the lesson itself keeps it
 
 
 def test_write_course_lays_out_an_nbgrader_course_and_keeps_the_instructors_config(tmp_path: Path) -> None:

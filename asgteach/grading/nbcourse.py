@@ -105,8 +105,14 @@ def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, loc
     return meta
 
 
+#: The tag of a lesson's collapsed "What you should have found" cell after an exercise: a reader of the website
+#: or a student practising opens it after trying; an nbgrader assignment leaves it out.
+FOUND_TAG = "asgteach-found"
+
+
 def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = POINTS) -> tuple[dict[str, Any], int]:
-    """Notebook ``nb`` (nbformat 4) with nbgrader's cell metadata, and its total points.
+    """Notebook ``nb`` (nbformat 4) with nbgrader's cell metadata, and its total points. Markdown cells tagged
+    :data:`FOUND_TAG` (what an exercise should have shown) are left out.
 
     Raises :class:`~asgteach.grading.student.SolutionMarkerError` when its exercises are not
     marked as :func:`~asgteach.grading.student.marking` expects, or when a code cell has no id.
@@ -116,6 +122,8 @@ def course_notebook(nb: dict[str, Any], name: str = "notebook", points: int = PO
     check_of = {index: n for n, index in mark.checks.items()}
     cells = []
     for index, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") == "markdown" and FOUND_TAG in cell.get("metadata", {}).get("tags", []):
+            continue    # "what you should have found": for readers and practice, not in an assignment
         cell = json.loads(json.dumps(cell))  # a deep copy: the lesson's dict stays as it was
         meta = cell.setdefault("metadata", {})
         meta.pop("nbgrader", None)
