@@ -19,7 +19,7 @@ from .batching import NotBatchableError, vmap
 from .backends import (
     BackendUnavailable, FeedError, KernelError, NumericsError, available, compile, describe, get_backend, run,
 )
-from .graph import Graph, GraphLoadError, NameReboundWarning, Node, ReleasedError, default_graph
+from .graph import Graph, GraphLoadError, NameReboundWarning, Node, ReleasedError, Supplied, default_graph
 from .graph import reset_default_graph as reset
 from .gradcheck import GradcheckReport, gradcheck
 # every op's public function (at.relu, at.sum, ...): ops.__all__ gathers them from the module of each op family
@@ -36,7 +36,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "show", "nn", "optim", "init", "Trainer", "Dataset", "DataLoader", "WeightsFileError", "CheckpointWarning",
-    "Graph", "Node", "Tensor", "ShapeError", "FeedError", "KernelError", "GraphLoadError",
+    "Graph", "Node", "Supplied", "Tensor", "ShapeError", "FeedError", "KernelError", "GraphLoadError",
     "NumericsError", "BackendUnavailable", "NameReboundWarning", "ReleasedError", "default_graph", "reset",
     "ops", "grad", "jvp", "hvp", "vmap", "NotBatchableError", "run", "compile",
     "available", "describe", "get_backend", "gradcheck", "GradcheckReport",

@@ -30,11 +30,11 @@ at a time, in graph order.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import hooks
 from .graph import Graph, user_source
 from .ops import shape as _shape
 from .ops.leaves import constant
@@ -101,14 +101,21 @@ def accumulation(rule: Callable[[list[Tensor], int, Graph], Tensor]) -> Iterator
         with autograd.accumulation(last_one_wins):
             report = at.gradcheck(loss, [x], feeds)   # wrong wherever a value is used twice
 
-    Leaving the block restores the previous rule, also after an error. Blocks nest. (The rule is
-    handed down to ``grad`` through ``hooks.accumulate``, read at each node.)
+    Leaving the block restores the previous rule, also after an error. Blocks nest. The rule lives
+    in a context variable of this module, so it holds for this thread (and asyncio task) only: a
+    bug planted in one notebook's thread never leaks into a gradient another thread computes.
     """
-    previous, hooks.accumulate = hooks.accumulate, rule
+    token = _RULE.set(rule)
     try:
         yield
     finally:
-        hooks.accumulate = previous
+        _RULE.reset(token)
+
+
+#: The rule ``grad`` combines a node's contributions with: None means the true one, their sum
+#: (:func:`accumulate`); :func:`accumulation` swaps it for a block.
+_RULE: ContextVar[Callable[[list[Tensor], int, Graph], Tensor] | None] = ContextVar("asgteach_accumulation",
+                                                                                   default=None)
 
 
 def _blocked_error(graph: Graph, node_id: int, x_names: str) -> NotDifferentiableError:
@@ -159,7 +166,7 @@ def grad(
     for node_id in sorted(active, reverse=True):
         if node_id not in sent:
             continue
-        combine = hooks.accumulate or accumulate                # (a bug hunt may have swapped the sum)
+        combine = _RULE.get() or accumulate                     # (a bug hunt may have swapped the sum)
         g = grads[node_id] = combine(sent[node_id], node_id, graph)    # fan-out: sum, not overwrite
         node = graph.nodes[node_id]
         op = spec(node.op)

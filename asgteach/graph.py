@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Collection, Iterator
 
 import numpy as np
@@ -37,15 +37,80 @@ from .session import NameReboundWarning, Session, default_graph, global_default_
 from .source import source_line_text, user_source  # re-exported: `from asgteach.graph import user_source` still works
 
 __all__ = [
-    "Node", "Graph", "default_graph", "global_default_graph", "reset_default_graph", "PHASES", "DTYPES",
+    "Node", "Supplied", "SUPPLIED_KINDS", "META_KEYS", "Graph",
+    "default_graph", "global_default_graph", "reset_default_graph", "PHASES", "DTYPES",
     "NameReboundWarning", "ReleasedError", "GraphLoadError", "notebook_display", "user_source", "source_line_text",
 ]
 
 #: "forward" nodes are what the user wrote; "backward" nodes were appended by autograd.
 PHASES = ("forward", "backward")
+#: Every key a node's ``meta`` holds, named once, with who writes it and what it says. ``meta`` describes a
+#: node for tools and views; nothing in it changes what a graph computes (that is ``op``, ``attrs`` and
+#: ``Node.supplied``). ``Graph.phase(..., key=value)`` and ``add_node(meta=...)`` write them.
+META_KEYS: dict[str, str] = {
+    # what a parameter or a layer's node is (at.parameter, nn.Module): the inspector's words
+    "layer": "the layer's name, e.g. 'block0.attn' (at.parameter, nn)",
+    "layer_kind": "the layer's class, e.g. 'Linear' (nn)",
+    "role": "the parameter's role in its layer, e.g. 'weight' (at.parameter, nn)",
+    "init": "the parameter's initialiser, by name (at.parameter; nn.init reads it)",
+    "init_args": "the initialiser's arguments, e.g. {'std': 0.02} (at.parameter)",
+    "module": "the nn.Module whose forward() built the node: views group by it (nn.Module.__call__)",
+    "optimizer_state": "an optimizer state input's kind, e.g. 'm' (nn.optim)",
+    "optimizer": "the optimizer that state or an update belongs to (nn.optim, Trainer)",
+    "for": "the parameter an optimizer state belongs to (nn.optim)",
+    "update": "the optimizer whose in-graph update made the node (Trainer)",
+    "ids_for": "what an integer input's ids index, for the error an id out of range gets (nn.losses)",
+    "ids_count": "what the ids count, e.g. 'classes' (nn.losses)",
+    "ids_by": "the op that reads the ids (nn.losses)",
+    # how a derived node relates to the forward graph (autograd, batching): the step-through view's links
+    "vjp_of": "the forward node whose backward rule made this node (autograd.grad)",
+    "accumulates": "the node whose gradient contributions this add sums (autograd.accumulate)",
+    "seed_of": "the output whose seed gradient this is (autograd.grad)",
+    "grad_of": "the node this is the gradient of (autograd.grad)",
+    "jvp_of": "the forward node whose tangent rule made this node (autograd.jvp)",
+    "mode": "'jvp' on the nodes of a forward-mode pass (autograd.jvp)",
+    "copied_from": "the node's id in the graph it was copied from (Graph.extract)",
+    "recomputes": "the forward node a checkpointing rewrite recomputes (lesson 15)",
+}
 #: Element kinds a node can hold. The *precision* of "float" (float32 or float64) is chosen when the graph
 #: runs, from the feeds: the same graph runs in float32 for speed and in float64 for gradient checks.
 DTYPES = ("float", "int")
+
+
+#: The kinds of input whose value a runner supplies itself (not the caller), by :class:`Supplied`.
+SUPPLIED_KINDS = ("dropout_mask", "training_flag", "running_stat")
+
+
+@dataclass(frozen=True)
+class Supplied:
+    """What a runner feeds an input by itself, declared where the input is made (``Node.supplied``).
+
+    Training or evaluation is decided when a graph runs, not when it is built, so a few inputs take a
+    value the *mode* decides (``asgteach.backends.mode_feeds``) or the runner keeps as state:
+
+    - ``"dropout_mask"`` (``nn.Dropout``): in training a fresh random mask that drops each element with
+      probability ``p`` and scales the kept ones by ``1 / (1 - p)``; in evaluation ones;
+    - ``"training_flag"`` (``nn.BatchNorm1d``/``2d``): 1.0 in training, 0.0 in evaluation;
+    - ``"running_stat"`` (BatchNorm's running mean and variance): state, like an optimizer's moments. Its
+      first value is ``fill``; ``next`` is the node that computes its value after a training step.
+    """
+
+    kind: str
+    p: float = 0.0
+    fill: float = 0.0
+    next: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in SUPPLIED_KINDS:
+            raise ValueError(f"Supplied: kind must be one of {SUPPLIED_KINDS}, got {self.kind!r}")
+        if self.kind == "dropout_mask" and not 0.0 <= self.p < 1.0:
+            raise ValueError(f"Supplied: a dropout mask's p must be in [0, 1), got {self.p!r}")
+
+    def __repr__(self) -> str:
+        """Only what the kind uses: ``Supplied('dropout_mask', p=0.25)``, ``Supplied('running_stat', fill=1.0,
+        next=21)``."""
+        extra = {"dropout_mask": f", p={self.p!r}", "running_stat": f", fill={self.fill!r}, next={self.next!r}"}
+        return f"Supplied({self.kind!r}{extra.get(self.kind, '')})"
 
 
 @dataclass
@@ -63,9 +128,11 @@ class Node:
         name: a human name (inputs and parameters carry the user's name).
         phase: "forward" or "backward".
         source: ``file:line`` of the user's code that created the node.
-        meta: free-form facts for tools: a parameter's layer/role/init, which forward
-            node a backward node belongs to (``vjp_of``), which node a gradient is of
-            (``grad_of``).
+        meta: facts for tools and views, never behaviour (the keys are :data:`META_KEYS`): a
+            parameter's layer/role/init, which forward node a backward node belongs to
+            (``vjp_of``), which node a gradient is of (``grad_of``).
+        supplied: for an input whose value a runner supplies (a dropout mask, BatchNorm's training
+            flag and running statistics), what it is: :class:`Supplied`; None for every other node.
     """
 
     id: int
@@ -78,6 +145,7 @@ class Node:
     phase: str = "forward"
     source: str = "<unknown>:0"
     meta: dict[str, Any] = field(default_factory=dict)
+    supplied: Supplied | None = None
 
     @property
     def size(self) -> int:
@@ -141,13 +209,17 @@ class Graph:
     # -- building ------------------------------------------------------------------
     def add_node(self, op: str, inputs: tuple[int, ...] | list[int], attrs: dict[str, Any] | None,
                  shape: tuple[int, ...], dtype: str, name: str | None = None, source: str | None = None,
-                 meta: dict[str, Any] | None = None, value: np.ndarray | None = None) -> Node:
+                 meta: dict[str, Any] | None = None, value: np.ndarray | None = None,
+                 supplied: Supplied | None = None) -> Node:
         """Append a node and return it. Callers (ops) have already checked shapes.
 
-        ``value`` is a constant's array (stored in ``graph.constants``).
+        ``value`` is a constant's array (stored in ``graph.constants``); ``supplied`` declares an input
+        whose value the runner supplies (:class:`Supplied`).
         """
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if supplied is not None and (op != "input" or not isinstance(supplied, Supplied)):
+            raise ValueError(f"only an input is supplied by the runner (a Supplied), got {op} with {supplied!r}")
         for i in inputs:
             if not 0 <= i < len(self.nodes):
                 raise ValueError(f"input id {i} is not a node of this graph")
@@ -161,7 +233,7 @@ class Graph:
         node_meta = {**self._phase_meta, **(meta or {})}
         node = Node(id=len(self.nodes), op=op, inputs=tuple(int(i) for i in inputs), attrs=dict(attrs or {}),
                     shape=tuple(int(d) for d in shape), dtype=dtype, name=name or op, phase=self._phase,
-                    source=source, meta=node_meta)
+                    source=source, meta=node_meta, supplied=supplied)
         self.nodes.append(node)
         if op in ("input", "parameter"):
             self._by_name[node.name] = node.id
@@ -255,11 +327,15 @@ class Graph:
         for i in keep:
             n = self.nodes[i]
             new = g.add_node(n.op, [mapping[j] for j in n.inputs], dict(n.attrs), n.shape, n.dtype,
-                             name=n.name, source=n.source, meta={**n.meta, "copied_from": n.id})
+                             name=n.name, source=n.source, meta={**n.meta, "copied_from": n.id},
+                             supplied=n.supplied)
             new.phase = n.phase
             mapping[i] = new.id
             if i in self.constants:
                 g.constants[new.id] = self.constants[i]
+        for new in g.nodes:     # a running statistic's next value is a later node: in the copy, or not kept
+            if new.supplied is not None and new.supplied.next is not None:
+                new.supplied = replace(new.supplied, next=mapping.get(new.supplied.next))
         return g, mapping
 
     # -- context manager: ``with at.Graph() as g:`` ----------------------------------
@@ -322,7 +398,7 @@ class Graph:
         return dump(self, include_constants)
 
     @classmethod
-    def from_json(cls, text: str | bytes, known_ops: Any = None) -> "Graph":
+    def from_json(cls, text: str | bytes, known_ops: Any) -> "Graph":
         """Rebuild a graph written by :meth:`to_json` (same ids, shapes, metadata), checking all of it.
 
         A graph file is input like any other: it may have been edited by hand, written by an older
@@ -330,11 +406,12 @@ class Graph:
         :func:`asgteach.ops.apply` would have made (a registered op, earlier inputs, declared attributes,
         the shape its op's rule gives) and a constant numbers filling its shape, else
         :class:`GraphLoadError` names the node (:func:`asgteach.graph_json.load` says why each check).
-        ``known_ops`` maps op names to OpSpecs; by default the registry (``hooks.registered_ops``).
+        ``known_ops`` maps op names to OpSpecs. The op registry sits one layer above graphs (it is built
+        on them), so this layer cannot know it: ``at.load_graph(text)`` (``asgteach.ops``) hands it down.
         """
         from .graph_json import load
 
-        return load(cls, text, hooks.registered_ops if known_ops is None else known_ops)
+        return load(cls, text, known_ops)
 
 
 def _short_attr(value: Any) -> str:

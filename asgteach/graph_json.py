@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .graph import DTYPES, PHASES, Graph, GraphLoadError, Node
+from .graph import DTYPES, PHASES, Graph, GraphLoadError, Node, Supplied
 
 __all__ = ["dump", "load", "MAX_RANK", "MAX_ELEMENTS", "CONSTANT_DTYPES"]
 
@@ -30,6 +30,9 @@ def dump(graph: Graph, include_constants: bool = True) -> str:
             "shape": list(n.shape), "dtype": n.dtype, "name": n.name, "phase": n.phase,
             "source": n.source, "meta": n.meta,
         }
+        if n.supplied is not None:
+            rec["supplied"] = {"kind": n.supplied.kind, "p": n.supplied.p, "fill": n.supplied.fill,
+                               "next": n.supplied.next}
         if include_constants and n.id in graph.constants:
             value = graph.constants[n.id]
             rec["value"] = {"dtype": str(value.dtype), "data": value.tolist()}
@@ -54,6 +57,10 @@ def load(graph_class: type[Graph], text: str | bytes, ops: Any) -> Graph:
             _load_node(g, position, rec, ops)
     except RecursionError:   # an attribute nested a thousand lists deep
         raise GraphLoadError(f"node #{len(g.nodes)}: nested too deeply") from None
+    for n in g.nodes:
+        if n.supplied is not None and n.supplied.next is not None and n.supplied.next >= len(g.nodes):
+            raise GraphLoadError(f"node #{n.id} ({n.name}): its next value, node #{n.supplied.next}, is not in the "
+                                 f"graph ({len(g.nodes)} nodes)")
     g.passes = _checked_passes(doc.get("passes", []), len(g.nodes))
     g.session.rebind = False
     return g
@@ -61,8 +68,9 @@ def load(graph_class: type[Graph], text: str | bytes, ops: Any) -> Graph:
 
 #: the keys of a graph document and of one node record, as ``to_json`` writes them
 _DOC_KEYS = frozenset({"format", "version", "name", "nodes", "passes"})
-_NODE_KEYS = frozenset({"id", "op", "inputs", "attrs", "shape", "dtype", "name", "phase", "source", "meta", "value"})
-_NODE_REQUIRED = _NODE_KEYS - {"meta", "value"}
+_NODE_KEYS = frozenset({"id", "op", "inputs", "attrs", "shape", "dtype", "name", "phase", "source", "meta", "value",
+                        "supplied"})
+_NODE_REQUIRED = _NODE_KEYS - {"meta", "value", "supplied"}
 #: the most axes a loaded node may have (numpy 1 allows 32; no op here needs more than a handful)
 MAX_RANK = 32
 #: the most elements a loaded node may hold: 2**40 float32s are 4 TiB, more than any machine this runs on
@@ -156,8 +164,28 @@ def _load_node(g: Graph, position: int, rec: Any, ops: Any) -> None:
         if op != "constant":
             raise bad("only a constant stores a value")
         value = _checked_value(rec["value"], shape, rec["dtype"], bad)
-    node = g.add_node(op, inputs, attrs, shape, rec["dtype"], name=name, source=source, meta=meta, value=value)
+    supplied = _checked_supplied(rec["supplied"], op, position, bad) if "supplied" in rec else None
+    node = g.add_node(op, inputs, attrs, shape, rec["dtype"], name=name, source=source, meta=meta, value=value,
+                      supplied=supplied)
     node.phase = rec["phase"]
+
+
+def _checked_supplied(rec: Any, op: Any, position: int, bad: Callable[[str], GraphLoadError]) -> Supplied:
+    """An input the runner supplies: a known kind, a dropout probability in [0, 1), a finite first value, and a
+    next value that is a LATER node (checked once all nodes are in, by :func:`_check_next`)."""
+    if op != "input":
+        raise bad("only an input is supplied by the runner")
+    if not isinstance(rec, dict) or set(rec) != {"kind", "p", "fill", "next"}:
+        raise bad(f"supplied must be an object with kind, p, fill and next, got {_brief(rec)}")
+    p, fill, nxt = rec["p"], rec["fill"], rec["next"]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (p, fill)):
+        raise bad(f"supplied p and fill must be finite numbers, got {_brief(p)} and {_brief(fill)}")
+    if nxt is not None and (not _is_count(nxt) or nxt <= position):
+        raise bad(f"supplied next must be a later node's id, got {_brief(nxt)}")
+    try:
+        return Supplied(rec["kind"], float(p), float(fill), nxt)
+    except (ValueError, TypeError) as e:
+        raise bad(str(e)) from None
 
 
 def _checked_shape(shape: Any, bad: Callable[[str], GraphLoadError]) -> tuple[int, ...]:

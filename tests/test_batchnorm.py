@@ -86,8 +86,8 @@ def test_training_and_evaluation_are_pytorchs(kind: str) -> None:
     rng = np.random.default_rng(1)
     W, B = rng.uniform(0.5, 2, c), rng.standard_normal(c)
     ref = TorchBatchNorm(c)
-    next_mean = at.Tensor(g, g.find("bn.running_mean").meta["next"])
-    next_var = at.Tensor(g, g.find("bn.running_var").meta["next"])
+    next_mean = at.Tensor(g, g.find("bn.running_mean").supplied.next)
+    next_var = at.Tensor(g, g.find("bn.running_var").supplied.next)
     rm, rv = np.zeros(c), np.ones(c)
     for step in range(3):   # three training steps, carrying the running statistics by hand
         X = _x(x.shape, seed=step)
@@ -355,7 +355,7 @@ def test_at_run_on_wgpu_is_numpys_in_both_modes(kind: str) -> None:
              "bn.bias": rng.standard_normal(c).astype(np.float32),
              "bn.running_mean": rng.standard_normal(c).astype(np.float32),
              "bn.running_var": rng.uniform(1, 2, c).astype(np.float32)}
-    next_var = at.Tensor(g, g.find("bn.running_var").meta["next"])
+    next_var = at.Tensor(g, g.find("bn.running_var").supplied.next)
     for training in (False, True):
         want = at.run([y, next_var], feeds, training=training)
         got = at.run([y, next_var], feeds, backend=backend, training=training)

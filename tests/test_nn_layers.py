@@ -168,8 +168,8 @@ def test_dropout_mask_is_an_input_and_trainer_fills_it():
         lin = nn.Linear(10, 1, name="lin")
         out = lin(drop(x))
         loss = at.mean(out * out)
-    masks = [n for n in g.inputs() if n.meta.get("random") == "dropout"]
-    assert len(masks) == 1 and masks[0].meta["p"] == 0.25
+    masks = [n for n in g.inputs() if n.supplied is not None and n.supplied.kind == "dropout_mask"]
+    assert len(masks) == 1 and masks[0].supplied.p == 0.25 and masks[0].supplied == at.Supplied("dropout_mask", p=0.25)
     tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.01), seed=1)
     train_mask = tr.random_feeds(True)[masks[0].id]
     kept = train_mask > 0

@@ -8,7 +8,7 @@ tests/ imports torch (the last test checks), so the suite runs without it; PyTor
 
 - BatchNorm1d on (N, C) and (N, C, L), BatchNorm2d on (N, C, H, W): 4 training steps through
   ``at.run(..., training=True)``, the running statistics fed by name and read back from the nodes the layer
-  names (``meta["next"]``), each step's output and the gradients of ``sum(out * R)``; then eval mode with the
+  names (``node.supplied.next``), each step's output and the gradients of ``sum(out * R)``; then eval mode with the
   statistics of step 4. The same buffers through ``at.Trainer``.
 - GRUCell and LSTMCell with PyTorch's parameters, transposed (our layout is ``x @ W``).
 - ``at.vmap`` of ``at.grad``: per-example gradients (PyTorch: ``vmap(grad(loss))``), and a Jacobian from
@@ -74,7 +74,7 @@ def _bn(prefix: str, f: dict[str, np.ndarray]):
                               name="bn")
         y = bn(x)
         loss = at.sum(y * r)
-    next_stats = [at.Tensor(g, g.find(f"bn.{s}").meta["next"]) for s in ("running_mean", "running_var")]
+    next_stats = [at.Tensor(g, g.find(f"bn.{s}").supplied.next) for s in ("running_mean", "running_var")]
     return x, r, bn, y, loss, next_stats
 
 

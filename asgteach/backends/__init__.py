@@ -15,11 +15,12 @@ with the graph. It forgets the plans of nodes the graph has released (``Graph.co
 re-running a notebook cell does not pile up plans and their buffers.
 
 Training or evaluation is decided when a graph RUNS, not when it is built (``nn.Module``):
-some inputs take a value that the mode decides, not the caller's data. :func:`mode_feeds`
-says which value: a dropout mask (``meta["random"] == "dropout"``: a fresh draw in training,
-ones in evaluation) and a BatchNorm's flag (``meta["mode"] == "training"``: 1.0 or 0.0). A
-BatchNorm's running statistics (``meta["buffer"]``) are state, not mode: a Trainer feeds its own;
-``run`` feeds what the caller gives, else their first values (``meta["fill"]``).
+some inputs take a value that the mode decides, not the caller's data. Such an input declares what
+it is where it is made (``node.supplied``, an :class:`asgteach.graph.Supplied`), and :func:`mode_feeds`
+says which value: a dropout mask (kind ``"dropout_mask"``: a fresh draw in training, ones in
+evaluation) and a BatchNorm's flag (``"training_flag"``: 1.0 or 0.0). A BatchNorm's running
+statistics (``"running_stat"``) are state, not mode: a Trainer feeds its own; ``run`` feeds what
+the caller gives, else their first values (``supplied.fill``).
 """
 
 from __future__ import annotations
@@ -154,27 +155,27 @@ def compile(outputs: Sequence[Tensor], backend: str = "numpy", optimize: bool = 
 
 
 def mode_inputs(graph: Graph, ids: Sequence[int]) -> list[Node]:
-    """The inputs ``ids`` depend on whose value a runner supplies: dropout masks and BatchNorm's training
-    flags (:func:`mode_feeds`) and BatchNorm's running statistics (``meta["buffer"]``), in graph order."""
-    return [n for n in (graph.nodes[i] for i in graph.ancestors(list(ids)))
-            if n.op == "input" and ("random" in n.meta or "mode" in n.meta or "buffer" in n.meta)]
+    """The inputs ``ids`` depend on whose value a runner supplies (``node.supplied``): dropout masks and
+    BatchNorm's training flags (:func:`mode_feeds`) and running statistics, in graph order."""
+    return [n for n in (graph.nodes[i] for i in graph.ancestors(list(ids))) if n.supplied is not None]
 
 
 def mode_feeds(nodes: Sequence[Node], training: bool, rng: np.random.Generator | None = None,
                dtype: Any = np.float32) -> dict[int, np.ndarray]:
     """What the mode feeds ``nodes`` (node id -> array; nodes that are not mode inputs are left out).
 
-    - A dropout mask (``meta["random"] == "dropout"``, ``nn.Dropout``): in training a fresh draw from
+    - A dropout mask (``supplied.kind == "dropout_mask"``, ``nn.Dropout``): in training a fresh draw from
       ``rng``, each element kept with probability ``1 - p`` and scaled by ``1 / (1 - p)`` ("inverted
       dropout": the expected value of every activation is what it is without dropout); in evaluation
       ones, so dropout does nothing. A draw advances ``rng``; evaluation draws nothing.
-    - A training flag (``meta["mode"] == "training"``, ``nn.BatchNorm1d``/``2d``): 1.0 in training (the
+    - A training flag (``"training_flag"``, ``nn.BatchNorm1d``/``2d``): 1.0 in training (the
       batch's statistics), 0.0 in evaluation (the running ones).
     """
     out = {}
     for n in nodes:
-        if n.meta.get("random") == "dropout":
-            p = n.meta["p"]
+        kind = n.supplied.kind if n.supplied is not None else None
+        if kind == "dropout_mask":
+            p = n.supplied.p
             if training:
                 if rng is None:
                     raise ValueError(f"mode_feeds: input '{n.name}' is a dropout mask; training draws it from a "
@@ -183,7 +184,7 @@ def mode_feeds(nodes: Sequence[Node], training: bool, rng: np.random.Generator |
                 out[n.id] = (keep / (1.0 - p)).astype(dtype)
             else:
                 out[n.id] = np.ones(n.shape, dtype)
-        elif n.meta.get("mode") == "training":
+        elif kind == "training_flag":
             out[n.id] = np.asarray(1.0 if training else 0.0, dtype)
     return out
 
@@ -205,12 +206,12 @@ def _feeds_for_mode(graph: Graph, ids: tuple[int, ...], feeds: Mapping[Any, Any]
     if dtype is None:   # the precision the feeds ask for, as the plan picks it (float64 when none is float)
         floats = [a.dtype for a in map(np.asarray, given.values()) if a.dtype.kind == "f"]
         dtype = np.result_type(*floats) if floats else np.float64
-    if training and any("random" in n.meta for n in todo) and not isinstance(rng, np.random.Generator):
+    if training and any(n.supplied.kind == "dropout_mask" for n in todo) and not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
     extra: dict[Any, Any] = mode_feeds(todo, training, rng, dtype)
     for n in todo:
-        if "buffer" in n.meta:
-            extra[n.id] = np.full(n.shape, n.meta["fill"], dtype)
+        if n.supplied.kind == "running_stat":
+            extra[n.id] = np.full(n.shape, n.supplied.fill, dtype)
     return {**feeds, **extra}
 
 

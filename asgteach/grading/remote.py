@@ -6,7 +6,7 @@ answers what the other side asks (a student's ``verdict(attention, ...)`` calls 
 back). Everything crosses as :mod:`asgteach.grading.wire` data:
 
 * numbers, strings, lists, dicts and numpy arrays arrive as the receiver's own fresh objects;
-* a graph arrives as its JSON document, loaded and checked by ``Graph.from_json``; the receiver keeps one
+* a graph arrives as its JSON document, loaded and checked by ``at.load_graph``; the receiver keeps one
   copy per sender's graph (a *mirror*) and extends it when the sender's graph has grown, so the Tensors of
   one graph stay in one graph on both sides;
 * anything else (a function, a class, an instance of the student's class) stays where it is: the other
@@ -199,7 +199,7 @@ class Endpoint:
         return doc
 
     def _graph_in(self, data: dict) -> Any:
-        from ..graph import Graph
+        from ..ops import load_graph
         from ..tensor import Tensor
 
         tensor, plan = "$tensor" in data, "$plan" in data
@@ -212,7 +212,7 @@ class Endpoint:
             raise WireError("a graph says how many nodes it has")
         local = (self._graphs.get(number) if owner == self.side else self._mirrors.get(number))
         if "json" in data:
-            loaded = Graph.from_json(data["json"])
+            loaded = load_graph(data["json"])
             base = self._synced.get((owner, number), 0)
             if local is not None and len(local.nodes) == base and _same_prefix(local, loaded, base):
                 _append(local, loaded, base)
@@ -403,7 +403,7 @@ def _append(local: Any, loaded: Any, base: int) -> None:
     """Add ``loaded``'s nodes after ``base`` to ``local`` (both hold the same first ``base`` nodes)."""
     for node in loaded.nodes[base:]:
         local.add_node(node.op, node.inputs, node.attrs, node.shape, node.dtype, name=node.name, source=node.source,
-                       meta=dict(node.meta), value=loaded.constants.get(node.id))
+                       meta=dict(node.meta), value=loaded.constants.get(node.id), supplied=node.supplied)
         local.nodes[-1].phase = node.phase
     local.passes = loaded.passes
 

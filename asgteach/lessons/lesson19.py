@@ -105,7 +105,8 @@ def _library_bn(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, running_mean
     with at.Graph(name=f"check: BatchNorm1d on {x.shape}") as g:
         xi = at.input("x", x.shape)
         y = at.nn.BatchNorm1d(x.shape[1], eps=eps, momentum=momentum, name="bn")(xi)
-    nxt = {n.meta["buffer"]: at.Tensor(g, n.meta["next"]) for n in g.nodes if "buffer" in n.meta}
+    nxt = {n.name.rsplit(".", 1)[1]: at.Tensor(g, n.supplied.next) for n in g.nodes
+           if n.supplied is not None and n.supplied.kind == "running_stat"}
     feeds = {xi: x, "bn.weight": gamma, "bn.bias": beta, "bn.running_mean": running_mean,
              "bn.running_var": running_var}
     y_v, mean_v, var_v = at.run([y, nxt["running_mean"], nxt["running_var"]], feeds, training=training)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .. import ops
+from ..graph import Supplied
 from ..tensor import Tensor
 from .module import Module
 
@@ -139,7 +140,7 @@ class Dropout(Module):
             return x
         role = "mask" if self._calls == 0 else f"mask{self._calls}"
         self._calls += 1
-        mask = self.random_input(role, x.shape, "dropout", p=self.p)
+        mask = self.supplied_input(role, x.shape, Supplied("dropout_mask", p=self.p))
         return x * mask
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from ..graph import Graph, default_graph
+from ..graph import Graph, Supplied, default_graph
 from ..ops.leaves import input as _input
 from ..ops import trace as _trace
 from ..ops.leaves import parameter as _parameter
@@ -55,11 +55,11 @@ class Module:
         self._children[key] = module
         return module
 
-    def random_input(self, role: str, shape: tuple[int, ...], kind: str, **meta: Any) -> Tensor:
-        """An input the Trainer fills with fresh random numbers each step (e.g. a dropout mask)."""
-        t = _input(f"{self.name}.{role}", shape, graph=self.graph)
-        t.node.meta.update({"random": kind, "layer": self.name, "layer_kind": self.kind, **meta})
-        return t
+    def supplied_input(self, role: str, shape: tuple[int, ...], supplied: Supplied) -> Tensor:
+        """An input of this layer whose value the runner supplies (``supplied`` says what: a dropout mask,
+        a training flag, a running statistic; :class:`asgteach.graph.Supplied`)."""
+        return _input(f"{self.name}.{role}", shape, graph=self.graph, supplied=supplied,
+                      meta={"layer": self.name, "layer_kind": self.kind})
 
     # -- what PyTorch users expect -----------------------------------------------------------
     def parameters(self) -> list[Tensor]:

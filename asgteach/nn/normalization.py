@@ -21,7 +21,7 @@ How that is a graph (one graph for both modes, like Dropout's):
 
 - ``<name>.running_mean`` and ``<name>.running_var`` are **inputs**, as Adam's moments are
   (``optim.py``): whoever runs the graph feeds the current values. Their next values are
-  nodes of the graph too (``meta["next"]`` of each input names its node); a Trainer reads
+  nodes of the graph too (each input's ``node.supplied.next`` names its node); a Trainer reads
   them back after each step it accepts and keeps them in ``trainer.buffers``.
 - ``<name>.training`` is a scalar input, 1.0 in training and 0.0 in evaluation, and the
   statistics used are ``where(training, batch statistic, running statistic)``: ``where``
@@ -46,10 +46,10 @@ that depends on both (two updates per step of the same statistics).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from .. import ops
-from ..graph import user_source
-from ..ops.leaves import input as _input
+from ..graph import Supplied, user_source
 from ..shapes import ShapeError
 from ..tensor import Tensor
 from .module import Module
@@ -81,12 +81,6 @@ class BatchNormBase(Module):
         self.weight = self.param("weight", (num_features,), "ones") if affine else None
         self.bias = self.param("bias", (num_features,), "zeros") if affine else None
 
-    def _leaf(self, role: str, shape: tuple[int, ...], **meta: object) -> Tensor:
-        """An input of this layer that the runner feeds (the mode flag, a running statistic)."""
-        t = _input(f"{self.name}.{role}", shape, graph=self.graph)
-        t.node.meta.update({"layer": self.name, "layer_kind": self.kind, **meta})
-        return t
-
     def forward(self, x: Tensor) -> Tensor:
         c = self.num_features
         if x.ndim not in self.ranks or x.shape[1] != c:
@@ -101,16 +95,18 @@ class BatchNormBase(Module):
         mean = batch_mean = ops.mean(x, axis=axes)   # (C,)
         var = batch_var = ops.var(x, axis=axes)      # (C,), biased (divides by n), as PyTorch normalises
         if self.track_running_stats:
-            training = self._leaf("training", (), mode="training")
-            running_mean = self._leaf("running_mean", (c,), buffer="running_mean", fill=BUFFER_FILL["running_mean"])
-            running_var = self._leaf("running_var", (c,), buffer="running_var", fill=BUFFER_FILL["running_var"])
+            training = self.supplied_input("training", (), Supplied("training_flag"))
+            running_mean = self.supplied_input("running_mean", (c,), Supplied("running_stat",
+                                                                              fill=BUFFER_FILL["running_mean"]))
+            running_var = self.supplied_input("running_var", (c,), Supplied("running_stat",
+                                                                            fill=BUFFER_FILL["running_var"]))
             mean = ops.where(training, batch_mean, running_mean)
             var = ops.where(training, batch_var, running_var)
             m = self.momentum
             next_mean = (1.0 - m) * running_mean + m * batch_mean
             next_var = (1.0 - m) * running_var + m * (batch_var * (n / (n - 1)))
-            running_mean.node.meta["next"] = next_mean.node_id
-            running_var.node.meta["next"] = next_var.node_id
+            for stat, nxt in ((running_mean, next_mean), (running_var, next_var)):   # (declared once it exists)
+                stat.node.supplied = replace(stat.node.supplied, next=nxt.node_id)
         per_channel = (c,) + (1,) * (x.ndim - 2)     # (C,), (C, 1) or (C, 1, 1): broadcasts along axis 1
 
         def along_channels(v: Tensor) -> Tensor:

@@ -35,6 +35,7 @@ from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
 from ..plots import LossChart  # a leaf (matplotlib only): the Trainer needs none of the notebook widgets
 from ..progress import Progress
+from ..graph import Node
 from ..tensor import Tensor
 from .init import initial_values
 from .optim import ConstantLR, Optimizer
@@ -85,11 +86,11 @@ class Trainer:
             raise ValueError("Trainer: the loss depends on no parameters; nothing to train")
         _check_unique_names(self.param_tensors)
         modal = mode_inputs(g, [loss.node_id])
-        self.mode_inputs = [n for n in modal if "buffer" not in n.meta]   # fed by the mode (random_feeds)
-        self.random_inputs = [n for n in modal if "random" in n.meta]     # (those that draw: dropout masks)
+        self.mode_inputs = [n for n in modal if n.supplied.kind != "running_stat"]   # fed by the mode
+        self.random_inputs = [n for n in modal if n.supplied.kind == "dropout_mask"]  # (those that draw)
         # Buffers (BatchNorm's running statistics) are inputs whose next value the graph computes, as
         # optimizer state: the Trainer feeds them, and keeps the next values after each accepted step.
-        self.buffer_inputs = [Tensor(g, n.id) for n in modal if "buffer" in n.meta]
+        self.buffer_inputs = [Tensor(g, n.id) for n in modal if n.supplied.kind == "running_stat"]
         _check_unique_names(self.buffer_inputs, "buffers")
         # The first values are numpy work (random draws, a cast to float32) that lets go of the GIL: they
         # are drawn on a second thread while this one builds the backward and optimizer graphs and the plan.
@@ -106,7 +107,7 @@ class Trainer:
                 self.lr_input = _input(f"{optimizer.name}.lr", (), graph=g)
                 self.step_input = _input(f"{optimizer.name}.step", (), graph=g)
                 self.update = optimizer.build(self.param_tensors, self.grads, self.lr_input, self.step_input)
-            buffers_next = [Tensor(g, t.node.meta["next"]) for t in self.buffer_inputs]
+            buffers_next = [Tensor(g, _next_of(t.node)) for t in self.buffer_inputs]
             self._outputs = [loss, *self.update.new_params, *self.update.state_out, *buffers_next]
             self._plan = _compile(self._outputs, backend)
             self._targets = [t.node_id for t in (*self.param_tensors, *self.update.state_in)]
@@ -126,7 +127,7 @@ class Trainer:
         self._values: dict[int, np.ndarray] = first.result()
         for s, init in zip(self.update.state_in, self.update.state_init):   # (the Update is ours alone: no copy)
             self._values[s.node_id] = np.asarray(init, dtype=self.dtype)
-        self._values.update({b.node_id: np.full(b.shape, b.node.meta["fill"], self.dtype) for b in self.buffer_inputs})
+        self._values.update({b.node_id: np.full(b.shape, b.node.supplied.fill, self.dtype) for b in self.buffer_inputs})
         self._upload_values = True   # the device copy must be (re)written from self._values
         self._stale = False          # self._values is behind the device copy
         self.step = 0
@@ -151,7 +152,7 @@ class Trainer:
 
         A buffer is a layer's state that training updates but no gradient moves: BatchNorm's
         running statistics. Each accepted training step replaces it by the value the graph
-        computed (``meta["next"]``); ``run`` (evaluation) reads it; checkpoints keep it."""
+        computed (``node.supplied.next``); ``run`` (evaluation) reads it; checkpoints keep it."""
         return {t.name: self._values[t.node_id].copy() for t in self.buffer_inputs}
 
     def held_values(self) -> dict[int, np.ndarray]:
@@ -175,7 +176,7 @@ class Trainer:
         for nid, v in resolve_feeds(self.graph, feeds).items():
             if nid in self._held_ids:   # the Trainer's own value would silently win: say so instead
                 node = self.graph.nodes[nid]
-                how = ("tr.load(path)" if "buffer" in node.meta else
+                how = ("tr.load(path)" if node.supplied is not None and node.supplied.kind == "running_stat" else
                        f"Trainer(..., initial={{'{node.name}': array}}) or tr.load(path)")
                 raise FeedError(f"{node.op} '{node.name}' is held by this Trainer (its current value is used on every "
                                 f"step), so a feed for it would be ignored; to set it use {how}")
@@ -604,3 +605,11 @@ def _cycle(data: Iterable[Mapping[Any, Any]], steps: int) -> Iterable[Mapping[An
                 return
         if empty:
             raise ValueError("Trainer.fit: the data iterable yielded no batches")
+
+
+def _next_of(node: Node) -> int:
+    """The node computing a running statistic's value after a step (``Supplied.next``)."""
+    if node.supplied is None or node.supplied.next is None:
+        raise ValueError(f"input '{node.name}' is a running statistic whose next value is not in this graph (a copy "
+                         f"that kept only its ancestors?): a Trainer cannot update it")
+    return node.supplied.next

@@ -21,9 +21,10 @@ from .linalg import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .gradient_control import *  # noqa: F401,F403
+from .graph_file import load_graph  # noqa: F401
 
 #: The public op functions, ``at.relu`` and friends: each family module's ``__all__``.
-__all__ = ["NotDifferentiableError", "input", "parameter", "constant"]
+__all__ = ["NotDifferentiableError", "input", "parameter", "constant", "load_graph"]
 __all__ += elementwise.__all__
 __all__ += reduce.__all__
 __all__ += shape.__all__

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..graph import Graph, default_graph, source_line_text, user_source
+from ..graph import Graph, Supplied, default_graph, source_line_text, user_source
 from ..shapes import ShapeError
 from ..tensor import Tensor
 from .registry import OpSpec, register
@@ -103,17 +103,20 @@ def _check_shape(op: str, shape: Sequence[int], source: str) -> tuple[int, ...]:
     return out
 
 
-def input(name: str, shape: Sequence[int], dtype: Any = "float", graph: Graph | None = None) -> Tensor:
+def input(name: str, shape: Sequence[int], dtype: Any = "float", graph: Graph | None = None,
+          supplied: Supplied | None = None, meta: dict[str, Any] | None = None) -> Tensor:
     """A placeholder fed at run time: ``x = at.input("x", (4, 3))``.
 
     ``dtype`` is "float" (float32 or float64, chosen by what you feed) or "int"
-    (e.g. token ids for ``embedding``).
+    (e.g. token ids for ``embedding``). ``supplied`` declares an input whose value the runner
+    supplies itself (a dropout mask, a BatchNorm's training flag or running statistic: see
+    :class:`asgteach.graph.Supplied`); ``meta`` describes it for views (``asgteach.graph.META_KEYS``).
     """
     source = user_source()
     g = graph or default_graph()
     what = f"input {name!r}"
     node = g.add_node("input", (), {}, _check_shape(what, shape, source), _kind(dtype, what, source), name=name,
-                      source=source)
+                      source=source, supplied=supplied, meta=meta)
     return Tensor(g, node.id)
 
 

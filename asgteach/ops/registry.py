@@ -53,7 +53,6 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from .. import hooks
 from ..graph import Graph, default_graph, user_source
 from ..shapes import Shape, ShapeError
 from ..tensor import Tensor
@@ -346,7 +345,6 @@ _refuse_moved_keywords(Composite)
 REGISTRY: dict[str, OpSpec] = {}
 #: name -> Composite: functions of registered ops that are known by name.
 COMPOSITES: dict[str, Composite] = {}
-hooks.registered_ops = REGISTRY  # handed down: Graph.from_json checks op names against it
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -13,7 +13,7 @@ LAZY = {
         "        with at.Graph(name='mine') as g:\n"
         "            xi = at.input('x', x.shape)\n"
         "            y = at.nn.BatchNorm1d(x.shape[1], eps=eps, momentum=momentum, name='bn')(xi)\n"
-        "        nxt = [at.Tensor(g, g.find(n).meta['next']) for n in ('bn.running_mean', 'bn.running_var')]\n"
+        "        nxt = [at.Tensor(g, g.find(n).supplied.next) for n in ('bn.running_mean', 'bn.running_var')]\n"
         "        feeds = {xi: x, 'bn.weight': gamma, 'bn.bias': beta, 'bn.running_mean': running_mean,\n"
         "                 'bn.running_var': running_var}\n"
         "        out = at.run([y, *nxt], feeds, training=training)\n"
