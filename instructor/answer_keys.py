@@ -19,8 +19,8 @@ PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
 
 __all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
            "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid",
-           "predicted_factor", "ELEMENTWISE", "no_reuse_bytes", "peak_bytes", "last_use", "consumers",
-           "fusible_values", "fusion_chains"]
+           "predicted_factor", "ELEMENTWISE", "live_bytes", "kept_for_backward", "consumers",
+           "fusible_values", "fusion_chains", "blocked_matmul", "tree_sum"]
 
 
 # --- lesson 16 ------------------------------------------------------------------------------------------
@@ -70,26 +70,61 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
     return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
+# --- lesson 11: a tiled matmul's global reads, a workgroup's tree sum ---------------------------------------
+
+def blocked_matmul(A: np.ndarray, B: np.ndarray, bm: int, bn: int, bk: int) -> tuple[np.ndarray, int]:
+    """C = A @ B as the tiled kernel computes it (float32), and the elements it reads from global memory.
+
+    One workgroup per bm x bn block of C; it walks K in steps of bk, copying an A tile and a B tile (only the
+    elements inside the matrices: the kernel pads the rest with zeros without reading) and adding, one k at a
+    time, a[:, k] * b[k, :] into accumulators kept across the K tiles."""
+    A, B = np.asarray(A, np.float32), np.asarray(B, np.float32)
+    M, K = A.shape
+    N = B.shape[1]
+    C = np.zeros((M, N), np.float32)
+    reads = 0
+    for i0 in range(0, M, bm):
+        for j0 in range(0, N, bn):
+            acc = np.zeros((min(bm, M - i0), min(bn, N - j0)), np.float32)
+            for k0 in range(0, K, bk):
+                a_tile, b_tile = A[i0:i0 + bm, k0:k0 + bk], B[k0:k0 + bk, j0:j0 + bn]
+                reads += a_tile.size + b_tile.size
+                for k in range(a_tile.shape[1]):
+                    acc += a_tile[:, k:k + 1] * b_tile[k:k + 1, :]
+            C[i0:i0 + bm, j0:j0 + bn] = acc
+    return C, reads
+
+
+def tree_sum(x: np.ndarray, width: int) -> np.float32:
+    """The float32 sum of x as one workgroup of ``width`` threads of reduce.wgsl adds it (seg_sum): thread t
+    adds x[t], x[t + width], ... in order from 0; then, for s = width/2, ..., 1, v[t] += v[t + s] for t < s."""
+    x = np.asarray(x, np.float32).ravel()
+    v = np.zeros(width, np.float32)
+    for start in range(0, x.size, width):
+        part = x[start:start + width]
+        v[:part.size] += part
+    s = width // 2
+    while s >= 1:
+        v[:s] += v[s:2 * s]
+        s //= 2
+    return np.float32(v[0])
+
+
 # --- lesson 13: memory planning and fusion, on plans ----------------------------------------------------
 
 #: op categories whose kernels are elementwise: output element i depends only on input elements i
 ELEMENTWISE = ("arithmetic", "activation", "comparison")
 
 
-def no_reuse_bytes(plan: Any, itemsize: int = 4) -> int:
-    return sum(plan.graph.nodes[i].size for i in plan.node_ids) * itemsize
+def live_bytes(plan: Any, itemsize: int = 4) -> list[int]:
+    """Bytes alive after each step of plan.steps (the plan's own liveness replay)."""
+    return [row["live_bytes"] for row in plan.liveness(itemsize)]
 
 
-def peak_bytes(plan: Any, itemsize: int = 4) -> int:
-    return max(row["live_bytes"] for row in plan.liveness(itemsize))
-
-
-def last_use(plan: Any) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for k, step in enumerate(plan.steps):
-        for i in step.node.inputs:
-            out[i] = k
-    return out
+def kept_for_backward(plan: Any) -> list[int]:
+    """Values made by forward steps that some backward step reads, in plan order."""
+    read_by_backward = {i for step in plan.steps if step.node.phase == "backward" for i in step.node.inputs}
+    return [step.node.id for step in plan.steps if step.node.phase == "forward" and step.node.id in read_by_backward]
 
 
 def consumers(plan: Any) -> dict[int, list[Any]]:

@@ -91,16 +91,21 @@ def test_russian_terms(term: str) -> None:
     assert term in (ROOT / "asgteach" / "explain" / "ru.toml").read_text(encoding="utf-8")
 
 
-def test_lesson_09_fully_masked_rows_keep_their_own_softmax_when_the_mask_is_added() -> None:
+def test_lesson_09_a_fully_masked_row_depends_on_the_dtype_and_finfo_min_is_finite_in_each() -> None:
     cells = _cells("09-attention-and-a-transformer-block")
-    why = _text(cells["72f05dad"])
-    assert "**replaces**" in why and "**added**" in why
+    why = _text(cells["72f05dad"]) + _text(cells["b11f3835"])
+    assert "**added**" in why and "**replace**" in why and "np.finfo(dtype).min" in why
     out = _out(cells["69a3debf"])
     own = re.search(r"the scores' own softmax: +(\[\[.*?\]\])", out).group(1)
-    added = re.search(r"-1e9 added: +(\[\[.*?\]\])", out).group(1)
-    assert own == added and "[[0.25 0.25 0.25 0.25]] (uniform)" in out
+    per_dtype = dict(re.findall(r"^(float\d\d): (.*?)(?=^float|^NaN|\Z)", out, re.M | re.S))
+    added = {name: re.search(r"-1e9 added +(\[\[.*?\]\])", text).group(1) for name, text in per_dtype.items()}
+    assert added == {"float64": own, "float32": "[[0.25 0.25 0.25 0.25]]", "float16": "[[nan nan nan nan]]"}
+    assert "numbers near -1e9 are 64 apart" in per_dtype["float32"] and "-1e9 is -inf" in per_dtype["float16"]
+    for text in per_dtype.values():     # finfo.min: finite in every dtype, uniform; added twice it overflows
+        assert re.search(r"finfo.min added +\[\[0.25 0.25 0.25 0.25\]\]", text)
+        assert re.search(r"finfo.min added twice +\[\[nan nan nan nan\]\]", text)
     assert "scores_row = np.array([[2.0, -1.0, 0.5, 0.0]])" in _text(cells["69a3debf"])   # non-zero scores
-    assert "shift invariance" in _text(cells["32df4bf4"])
+    assert "np.finfo(dtype).min" in _text(cells["32df4bf4"])
 
 
 def test_lesson_10_explains_why_jvp_nodes_say_backward() -> None:

@@ -43,20 +43,16 @@ CLASSMATE_SECRET = "CLASSMATE-SECRET-4471"
 KEYS_LINE = "def bf16_bits"
 
 DOOR = "_os = np.testing._private.utils.os\n"      # the rules do not know this door: the sandbox must hold
-A_LINE = "A = np.array([-1.0, 0.5, 2.0])\n"    # the answer cell's first line in the lesson
-WRONG_1 = (A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n"
-           "        da = a * 1.0\n"
-           "    df_value = A\n")
-HONEST_1 = (A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n"
-            "        (da,) = at.grad(at.sum(a * at.tanh(a)), [a])\n    df_value = at.run(da, {a: A})\n")
-HONEST_2 = ("with exercise(2):\n    with at.Graph() as g2:\n        x2 = at.input('x', (4, 3))\n"
-            "        w2 = at.parameter('w', (3, 2))\n        c2 = at.parameter('c', (2,))\n"
-            "        y2 = at.sum(at.relu(x2 @ w2 + c2) ** 2)\n        (dc2,) = at.grad(y2, [c2])\n"
-            "    dc_value = at.run(dc2, {x2: X, w2: W, c2: np.ones(2)})\n")
+A_LINE = "with exercise(1):\n"    # the answer cell's first line in the lesson
+WRONG_1 = A_LINE + "    def grad_is_right(candidate):\n        return True\n"
+HONEST_1 = (A_LINE + "    def grad_is_right(candidate):\n        r = np.random.default_rng(5)\n"
+            "        points = [(r.standard_normal((4, 3)), r.standard_normal((3, 2))) for _ in range(5)]\n"
+            "        return all(np.allclose(candidate(P, Q), at.run(dw, {x: P, w: Q})) for P, Q in points)\n")
+HONEST_2 = "with exercise(2):\n    def bias_grad(dz):\n        return dz.sum(axis=0)\n"
 
 
 def _attacks(course: Path, host_marker: Path) -> dict[str, str]:
-    """student -> the source of their exercise-1 answer cell (A is the lesson's; the rest is the attack)."""
+    """student -> the source of their exercise-1 answer cell (a wrong grad_is_right after the attack)."""
     keys_paths = [str(ROOT / "instructor" / "answer_keys.py"), str(course / "keys" / "answer_keys.py"),
                   "../keys/answer_keys.py", "/proc/1/cwd/keys/answer_keys.py"]
     return {
@@ -98,16 +94,17 @@ def _attacks(course: Path, host_marker: Path) -> dict[str, str]:
             "    if here.startswith(('/proc', '/sys', '/dev')):\n        dirs[:] = []\n        continue\n"
             "    texts += [_os.path.join(here, f) for f in files if 'answer_keys' in f]\n"
             "print('KEYS', texts)\n") + WRONG_1,
-        # 6. the library's state: make asgteach's own tanh agree with the wrong answer
+        # 6. the library's state: make asgteach's own relu the identity, so that the submission's dw agrees with
+        #    a candidate that forgets the relu
         "registrar": (
-            "at.ops.REGISTRY['tanh'].numpy = lambda x: np.zeros_like(x)\n"
+            "at.ops.REGISTRY['relu'].numpy = lambda x: x\n"
             ) + WRONG_1,
-        # 7. objects that equal anything (and pretend to be arrays)
+        # 7. objects that equal anything (and are true, and pretend to be arrays)
         "equalizer": (
             "class Anything:\n    def __eq__(self, other):\n        return True\n    __ne__ = lambda s, o: False\n"
-            "    def __array__(self, *a, **k):\n        return np.tanh(A) + A * (1 - np.tanh(A) ** 2)\n"
-            + A_LINE + "with exercise(1):\n    with at.Graph() as g1:\n        a = at.input('a', (3,))\n"
-            "        da = a * 1.0\n    df_value = Anything()\n"),
+            "    __bool__ = lambda s: True\n"
+            "    def __array__(self, *a, **k):\n        return np.array(True)\n"
+            + A_LINE + "    def grad_is_right(candidate):\n        return Anything()\n"),
         # 8. the other notebooks: the instructor's source, the release, every submission (anywhere but in the
         #    Python installation, whose packages ship example notebooks of their own: nbgrader's tests)
         "reader": DOOR + (
@@ -119,7 +116,7 @@ def _attacks(course: Path, host_marker: Path) -> dict[str, str]:
             "            seen.append(np.fromfile(_os.path.join(here, f), dtype=np.uint8).tobytes().decode())\n"
             "print('NOTEBOOKS', len(seen), seen)\n") + WRONG_1,
         # 9. a hang: exercise 1 never finishes
-        "sleeper": A_LINE + "with exercise(1):\n    while True:\n        pass\n",
+        "sleeper": A_LINE + "    while True:\n        pass\n",
         # 10. memory: take all there is
         "hoarder": "hoard = []\nwhile True:\n    hoard.append(np.ones(2 ** 25))\n" + WRONG_1,
     }
@@ -248,7 +245,7 @@ def test_no_process_a_submission_started_is_alive(graded) -> None:
 
 
 def test_no_other_notebook_and_no_key_reaches_any_feedback(graded) -> None:
-    solution_line = "(da,) = at.grad(f, [a])"      # the instructor's solution of exercise 1, in source/
+    solution_line = "if not np.allclose(candidate(X1, W1)"      # the instructor's solution of exercise 1, in source/
     for student, text in {**graded["feedback"], **graded["autograded"]}.items():
         if student == "classmate":
             continue

@@ -1,5 +1,6 @@
-"""Lessons 10 and 10b's checks: the softmax Jacobian (10b's exercise 2), a JVP by transposition (10's exercise 3)
-and per-example gradients with at.vmap (10b's exercise 3).
+"""Lessons 10 and 10b's checks: the sharpest curvature from HVPs (10's exercise 2), a JVP by transposition for several
+inputs (10's exercise 3), the softmax Jacobian (10b's exercise 2) and per-example gradients with at.vmap (10b's
+exercise 3).
 
 Each check passes on a right answer and, on a wrong or borrowed one, fails with a message that says
 what is wrong: the library's autodiff called, a finite-difference approximation, a wrong shape, a
@@ -70,12 +71,42 @@ def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
         lesson10b.softmax_jacobian_check(one_row)
 
 
-# --- lesson 10, exercise 3: J t from the VJP graph --------------------------------------------------------------
+# --- lesson 10, exercise 2: the sharpest curvature from HVPs alone ---------------------------------------------
 
-def by_transposition(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
+def by_power_iteration(hvp, n: int) -> float:
+    q = np.random.default_rng(3).standard_normal(n)
+    for _ in range(60):
+        q = hvp(q)
+        q = q / np.linalg.norm(q)
+    return float(q @ hvp(q))
+
+
+def test_top_curvature_passes_on_power_iteration() -> None:
+    lesson10.top_curvature_check(by_power_iteration)
+
+
+def test_top_curvature_refuses_forming_the_hessian() -> None:
+    def formed(hvp, n: int) -> float:
+        eig = np.linalg.eigvalsh(np.stack([hvp(e) for e in np.eye(n)], axis=1))
+        return float(eig[np.argmax(np.abs(eig))])
+
+    with pytest.raises(ExerciseError, match="forming H takes n calls"):
+        lesson10.top_curvature_check(formed)
+
+
+def test_top_curvature_names_a_lost_sign_and_a_single_product() -> None:
+    with pytest.raises(ExerciseError, match="keeps its sign"):
+        lesson10.top_curvature_check(lambda hvp, n: abs(by_power_iteration(hvp, n)))
+    with pytest.raises(ExerciseError, match="does not point along the sharpest direction"):
+        lesson10.top_curvature_check(lambda hvp, n: float(np.ones(n) @ hvp(np.ones(n))) / n)
+
+
+# --- lesson 10, exercise 3: J t from the VJP graph, for several inputs --------------------------------------
+
+def by_transposition(y: at.Tensor, xs: list, ts: list) -> at.Tensor:
     u = at.input("u", y.shape)
-    vjp = at.grad(y, x, seed=u)
-    return at.grad(at.sum(vjp * t), u)
+    vjps = at.grad(y, list(xs), seed=u)
+    return at.grad(sum(at.sum(g * t) for g, t in zip(vjps, ts)), u)
 
 
 def test_jvp_by_transposition_passes_on_the_trick() -> None:
@@ -84,33 +115,39 @@ def test_jvp_by_transposition_passes_on_the_trick() -> None:
 
 def test_jvp_by_transposition_refuses_at_jvp() -> None:
     with pytest.raises(ExerciseError, match=r"calls asgteach\.jvp"):
-        lesson10.jvp_by_transposition_check(lambda y, x, t: at.jvp(y, x, t))
+        lesson10.jvp_by_transposition_check(lambda y, xs, ts: at.jvp(y, xs[0], ts[0]))
 
 
 def test_jvp_by_transposition_names_the_vjp_shape() -> None:
-    def the_vjp_itself(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
-        return at.grad(y, x, seed=at.input("u", y.shape))
+    def the_vjp_itself(y: at.Tensor, xs: list, ts: list) -> at.Tensor:
+        return at.grad(y, xs[0], seed=at.input("u", y.shape))
 
-    with pytest.raises(ExerciseError, match="that is x's shape"):
+    with pytest.raises(ExerciseError, match="that is an input's shape"):
         lesson10.jvp_by_transposition_check(the_vjp_itself)
 
 
 def test_jvp_by_transposition_catches_a_jacobian_built_row_by_row() -> None:
-    def row_by_row(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
-        rows = [at.sum(at.grad(y, x, seed=at.constant(e)) * t) for e in np.eye(y.shape[0])]
+    def row_by_row(y: at.Tensor, xs: list, ts: list) -> at.Tensor:
+        rows = [at.sum(at.grad(y, xs[0], seed=at.constant(e)) * ts[0]) for e in np.eye(y.shape[0])]
         return at.concat([at.reshape(r, (1,)) for r in rows], axis=0)
 
     with pytest.raises(ExerciseError, match="ran 3 reverse sweeps"):
         lesson10.jvp_by_transposition_check(row_by_row)
 
 
-def test_jvp_by_transposition_catches_a_missing_tangent() -> None:
-    def no_tangent(y: at.Tensor, x: at.Tensor, t: at.Tensor) -> at.Tensor:
+def test_jvp_by_transposition_catches_a_missing_tangent_and_a_forgotten_input() -> None:
+    def no_tangent(y: at.Tensor, xs: list, ts: list) -> at.Tensor:
         u = at.input("u", y.shape)
-        return at.grad(at.sum(at.grad(y, x, seed=u)), u)
+        return at.grad(at.sum(at.grad(y, xs[0], seed=u)), u)
 
     with pytest.raises(ExerciseError, match=r"J t \(.*\) is wrong"):
         lesson10.jvp_by_transposition_check(no_tangent)
+
+    def first_input_only(y: at.Tensor, xs: list, ts: list) -> at.Tensor:
+        return by_transposition(y, xs[:1], ts[:1])
+
+    with pytest.raises(ExerciseError, match="every input's share is added"):
+        lesson10.jvp_by_transposition_check(first_input_only)
 
 
 # --- lesson 10b, exercise 3: per-example gradients with at.vmap --------------------------------------------

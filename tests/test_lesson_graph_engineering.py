@@ -58,10 +58,10 @@ def test_an_answer_reaching_for_the_keys_fails_in_a_kernel_and_where_there_are_n
     path = "0.grad" + "ing.keys.load"
 
     def through_strings(plan: object) -> dict:
-        return string.Formatter().get_field(path, [at], {})[0]().last_use(plan)
+        return string.Formatter().get_field(path, [at], {})[0]().kept_for_backward(plan)
 
     with pytest.raises(ExerciseError, match="the check's own reference"):
-        lesson13.last_use_check(through_strings)
+        lesson13.kept_check(through_strings)
 
     def no_keys_here(plan: object, *_: object) -> object:
         raise ExerciseError("this check compares your answer with the course's answer keys, which an installed "
@@ -70,7 +70,7 @@ def test_an_answer_reaching_for_the_keys_fails_in_a_kernel_and_where_there_are_n
     def no_file_here(plan: object, *_: object) -> object:
         raise FileNotFoundError("/work/instructor/answer_keys.py not found.")
 
-    for check_fn in (lesson13.memory_check, lesson13.last_use_check, lesson13.fusible_check):
+    for check_fn in (lesson13.alive_check, lesson13.kept_check, lesson13.fusible_check):
         for answer in (no_keys_here, no_file_here):
             with pytest.raises(ExerciseError, match="reaches for the check's own reference"):
                 check_fn(answer)

@@ -10,7 +10,7 @@ from asgteach import resources
 from asgteach.grading.keys import load as load_keys
 from asgteach.lessons import (
     ExerciseError, bugs, check, check_array, check_equal, check_function, check_node_values, check_true,
-    check_tensor, check_vjp_rule, exercise, lesson03, lesson08, lesson10, lesson10b, lesson11, lesson12, lesson13,
+    check_tensor, check_vjp_rule, exercise, lesson03, lesson08, lesson12, lesson13,
     numerical_gradient, status, without,
 )
 from asgteach.ops import registry
@@ -285,10 +285,7 @@ def test_reference_memory_and_fusion_on_a_small_plan() -> None:
     ids = {n.op: n.id for n in g.nodes}
     assert answer_keys.fusible_values(plan) == [ids["tanh"], ids["exp"]]
     assert answer_keys.fusion_chains(plan) == [[ids["tanh"], ids["mul"]], [ids["exp"], ids["add"]]]
-    assert answer_keys.no_reuse_bytes(plan, itemsize=4) == 4 * sum(g.nodes[i].size for i in plan.node_ids)
-    assert answer_keys.peak_bytes(plan, itemsize=8) == max(r["live_bytes"] for r in plan.liveness(8))
-    last = answer_keys.last_use(plan)
-    assert last[a.node_id] == [s.node.id for s in plan.steps].index(ids["add"])
+    assert answer_keys.live_bytes(plan, itemsize=8) == [r["live_bytes"] for r in plan.liveness(8)]
 
 
 def test_lessons_folder_is_the_one_with_notebooks_not_the_package() -> None:
@@ -400,10 +397,9 @@ def test_lesson_13_answers_are_checked_on_other_plans_and_are_not_importable() -
     copied = answer_keys.fusible_values(plan)          # right for the lesson's plan, copied as numbers
     with pytest.raises(ExerciseError, match="my_fusible"):
         lesson13.fusible_check(lambda p: copied)
-    with pytest.raises(ExerciseError, match="memory_bytes"):
-        lesson13.memory_check(lambda p, k: (max(r["live_bytes"] for r in plan.liveness(k)), 0))
-    lesson13.memory_check(lambda p, k: (max(r["live_bytes"] for r in p.liveness(k)),
-                                             k * sum(p.graph.nodes[i].size for i in p.node_ids)))
+    lessons_copy = answer_keys.live_bytes(plan, 4)     # the lesson's plan, copied as numbers
+    with pytest.raises(ExerciseError, match="bytes_alive"):
+        lesson13.alive_check(lambda p, k: lessons_copy)
 
 
 def test_lesson_13_checks_refuse_their_own_references_however_the_answer_holds_them() -> None:
@@ -413,9 +409,9 @@ def test_lesson_13_checks_refuse_their_own_references_however_the_answer_holds_t
 
     find = operator.attrgetter("grading.k" + "eys.load")      # at.grading.keys.load, named by strings
     for check_fn, answer in [
-        (lesson13.last_use_check, lambda p: find(at)().last_use(p)),
+        (lesson13.kept_check, lambda p: find(at)().kept_for_backward(p)),
         (lesson13.fusible_check, lambda p, _ref=answer_keys.fusible_values: _ref(p)),
-        (lesson13.memory_check, lambda p, k: (answer_keys.peak_bytes(p, k), answer_keys.no_reuse_bytes(p, k))),
+        (lesson13.alive_check, lambda p, k: answer_keys.live_bytes(p, k)),
     ]:
         with pytest.raises(ExerciseError, match="the check's own reference"):
             check_fn(answer)
@@ -452,40 +448,6 @@ def test_lesson_13_fusible_counts_a_value_that_one_step_reads_twice_either_way()
         lesson13.fusible_check(lambda p: [] if _fusible(p, True) != _fusible(p, False) else _fusible(p, True))
 
 
-def test_lesson_11_checks_refuse_the_backends_function_held_out_of_sight() -> None:
-    """The backend's own function in a default argument or a closure: no global name shows it, but it runs."""
-    from asgteach.backends import wgpu_kernels as wk
-
-    strides, grid = wk.broadcast_strides, wk.groups_for
-
-    def make() -> object:
-        held = grid
-        return lambda n: held(max(1, -(-n // 256)))
-
-    gx, gy, _ = grid(-(-10 ** 6 // 256))
-    with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.broadcast_strides, which"):
-        lesson11.broadcast_strides_check(lambda s, o, _ref=strides: _ref(s, o))
-    with pytest.raises(ExerciseError, match="calls asgteach.backends.wgpu_kernels.groups_for, which"):
-        lesson11.groups_check(make(), gx * gy * 256 - 10 ** 6)
-    assert wk.broadcast_strides is strides and wk.groups_for is grid     # put back after the checks
-
-
-def test_lesson_11_strides_follow_the_exercises_rule_on_size_1_axes() -> None:
-    """The rule: row-major strides of the shape padded with 1s on the left, 0 where a size-1 axis is broadcast.
-    numpy's broadcast_to gives 0 to every size-1 axis, broadcast or not: its view's strides are not the answer."""
-    def by_hand(shape: tuple, out_shape: tuple) -> list[int]:
-        padded = [1] * (len(out_shape) - len(shape)) + list(shape)
-        out, step = [], 1
-        for size, n in zip(reversed(padded), reversed(out_shape)):
-            out.insert(0, 0 if size == 1 and n != 1 else step)
-            step *= size
-        return out
-
-    lesson11.broadcast_strides_check(by_hand)
-    with pytest.raises(ExerciseError, match=r"my_broadcast_strides\(\(1, 1\), \(1, 1\)\) should be \[1, 1\]"):
-        lesson11.broadcast_strides_check(lambda s, o: list(np.broadcast_to(np.zeros(s, np.int8), o).strides))
-
-
 def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
     class Trained:
         params = {"mlp.0.weight": np.eye(2), "mlp.0.bias": np.zeros(2), "mlp.1.weight": np.eye(2),
@@ -494,22 +456,6 @@ def test_trained_accuracy_is_measured_from_the_weights_not_typed() -> None:
     assert lesson08.trained_accuracy(Trained(), x, np.array([0, 1, 0, 0])) == 0.75
     with pytest.raises(ExerciseError, match="digits_model"):
         lesson08.trained_accuracy(object(), x, np.zeros(4))
-
-
-def test_lessons_10_and_10b_functions_are_checked_on_functions_of_the_checks_own() -> None:
-    def hessian_from_hvp(hv, x, v, x0):
-        return np.stack([at.run(hv, {x: x0, v: e}) for e in np.eye(x0.size)], axis=1)
-
-    def jacobian_by_jvp(jt, a, t, a0):
-        return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(a0.size)], axis=1)
-
-    lesson10.hessian_from_hvp(hessian_from_hvp)
-    lesson10b.jacobian_by_jvp(jacobian_by_jvp)            # lesson 10's exercise 3 until 10b was split off
-    H_exact = np.eye(5)                                   # the lesson's answer left in a variable
-    with pytest.raises(ExerciseError, match="hessian_from_hvp"):
-        lesson10.hessian_from_hvp(lambda hv, x, v, x0: H_exact)
-    with pytest.raises(ExerciseError, match="jacobian_by_jvp"):
-        lesson10b.jacobian_by_jvp(lambda jt, a, t, a0: np.diag(np.ones(3)))
 
 
 def test_max_pool_grad_is_checked_on_images_of_the_checks_own() -> None:

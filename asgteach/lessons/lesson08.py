@@ -70,7 +70,8 @@ def trained_accuracy(trainer: Any, x_test: np.ndarray, y_test: np.ndarray) -> fl
 # --- exercise 2 ------------------------------------------------------------------------------------
 
 def warmup_cosine_check(fn: Callable[[float, int], float]) -> None:
-    """``fn(base_lr, step)``: 10 steps of linear warmup, then half a cosine to 0 over 90 steps, then 0.
+    """``fn(base_lr, step)``: linear warmup over steps 0-9 (``base_lr * (step + 1) / 10``), then half a cosine from
+    ``base_lr`` at step 10 to exactly 0 at step 100, then 0 (the notebook states it so).
 
     Compared with ``LinearWarmup(10, CosineAnnealingLR(90))`` at steps on both sides of each turn, for three base
     rates. The exercise's rule (no asgteach, nor the lesson's own schedules) is read from ``fn``'s source; in
@@ -81,7 +82,7 @@ def warmup_cosine_check(fn: Callable[[float, int], float]) -> None:
     enforce(fn, RULES[2], "warmup_cosine")
     reference = at.optim.LinearWarmup(10, at.optim.CosineAnnealingLR(90))
     cases = [((base, s), reference(base, s)) for base in (0.1, 0.5, 0.003)
-             for s in (0, 4, 9, 10, 11, 40, 99, 100, 150)]
+             for s in (0, 4, 9, 10, 11, 40, 55, 99, 100, 101, 150)]
     with without(attrs=[(at.optim.LinearWarmup, "__call__"), (at.optim.CosineAnnealingLR, "__call__")],
                  why="compute the schedule yourself"):
         check_function(fn, cases, name="warmup_cosine", rtol=1e-9, atol=1e-12)

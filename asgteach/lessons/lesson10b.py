@@ -1,8 +1,9 @@
 """Lesson 10b's checks (Jacobians and vmap): Jacobians and per-example gradients of functions of the check's own.
 
-* Exercise 1, ``jacobian_by_jvp`` (lesson 10's exercise 3 until lesson 10 was split): :func:`jacobian_by_jvp`
-  hands the student's function the JVP graph of another function than the lesson's (a Jacobian that is not
-  diagonal), so an answer fitted to the lesson's F cannot pass.
+* Exercise 1, ``banded_jacobian(jvp, n)``: :func:`banded_jacobian_check` hands it a ``jvp`` of its own (tridiagonal
+  Jacobians of n = 50, 8 and 2, and the JVP graph of a function of its own), which counts its calls: more than
+  three fails, so section 1's n runs (one per column) cannot pass; the answer must pack the columns that share no
+  row into one tangent.
 * Exercise 2, ``softmax_jacobian(y)``: :func:`softmax_jacobian_check` runs it at fresh probability vectors,
   one row and batches of rows, while the library's autodiff and softmax are switched off (practice mode), and
   wants the formula's result to round-off (a finite difference is named as such). ``RULES[2]``: numpy only.
@@ -25,12 +26,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..grading.checks import check_array, check_function, without
+from ..grading.checks import check_array, without
 from ..grading.exercises import ExerciseError, on_submission_side
 from ..grading.rules import STAND_INS, Rule, enforce
 from .common import borrowed, fresh
 
-__all__ = ["LESSON", "RULES", "jacobian_by_jvp", "softmax_jacobian_check", "per_example_grads_check",
+__all__ = ["LESSON", "RULES", "JVP_BUDGET", "banded_jacobian_check", "softmax_jacobian_check",
+           "per_example_grads_check",
            "check_loss_softmax", "check_loss_robust"]
 
 LESSON = "10b-jacobians-and-vmap"
@@ -45,24 +47,75 @@ RULES: dict[int, Rule] = {
 
 # --- exercise 1: a Jacobian by forward mode --------------------------------------------------------------
 
-def jacobian_by_jvp(fn: Callable[..., Any], trials: int = 2) -> None:
-    """``fn(jt, a, t, a0)`` -> the Jacobian at a0 of the function whose JVP graph ``jt`` is, here F(a) = tanh(M a).
+# --- exercise 1: a banded Jacobian in three JVP runs -------------------------------------------------------
 
-    F maps R^4 to R^3, so the Jacobian is 3 x 4 and not diagonal: an answer fitted to the lesson's
-    elementwise F (a diagonal) cannot pass.
+#: JVP runs the answer may make on a tridiagonal Jacobian, whatever n (section 1's way takes n)
+JVP_BUDGET = 3
+
+
+class _CountedJvp:
+    """The check's ``jvp(t)``: J t for ONE tangent of n numbers, counting calls (the budget is the exercise)."""
+
+    def __init__(self, n: int, jvp: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.n, self._jvp, self.calls = n, jvp, 0
+
+    def __call__(self, t: Any) -> np.ndarray:
+        self.calls += 1
+        if self.calls > JVP_BUDGET:
+            raise ExerciseError(f"banded_jacobian called jvp more than {JVP_BUDGET} times (n = {self.n}): one run per "
+                                "column is section 1's way, n runs. In a tridiagonal J, columns j and j + 3 never "
+                                "share a row: one tangent can carry both")
+        t = np.asarray(t, dtype=np.float64)
+        if t.shape != (self.n,):
+            raise ExerciseError(f"jvp takes ONE tangent of n = {self.n} numbers, got shape {t.shape}")
+        return np.asarray(self._jvp(t), dtype=np.float64)
+
+
+def _tridiagonal(rng: np.random.Generator, n: int) -> np.ndarray:
+    return (np.diag(rng.standard_normal(n)) + np.diag(rng.standard_normal(n - 1), 1)
+            + np.diag(rng.standard_normal(n - 1), -1))
+
+
+def banded_jacobian_check(fn: Callable[..., Any]) -> None:
+    """``fn(jvp, n)`` -> the n x n tridiagonal Jacobian behind ``jvp(t) = J t``, from at most three runs.
+
+    On Jacobians of the check's own (n = 50, 8, 2, with every entry of the band nonzero) and on the JVP graph of
+    F(x) = tanh(D x) * x, D tridiagonal, at a fresh point. ``jvp`` counts its calls in the check's process (a handle
+    the sandbox calls, in a graded course), so more than :data:`JVP_BUDGET` fails in both modes.
     """
     import asgteach as at
 
     rng = fresh()
-    M = rng.standard_normal((3, 4))
-    with at.Graph(name="check: another F"):
-        a = at.input("a", (4,))
-        t = at.input("t", (4,))
-        jt = at.jvp(at.tanh(at.constant(M) @ a), a, t)
-    for k in range(trials):
-        a0 = rng.standard_normal(4)
-        want = (1 - np.tanh(M @ a0) ** 2)[:, None] * M
-        check_function(fn, [((jt, a, t, a0), want)], name="jacobian_by_jvp", rtol=1e-8, atol=1e-10)
+    cases = []
+    for n in (50, 8, 2):
+        J = _tridiagonal(rng, n)
+        cases.append((f"a tridiagonal J, n = {n}", J, _CountedJvp(n, lambda t, J=J: J @ t)))
+    n = 9
+    D = _tridiagonal(rng, n)
+    with at.Graph(name="check: F(x) = tanh(D x) * x"):
+        x, t = at.input("x", (n,)), at.input("t", (n,))
+        jt = at.jvp(at.tanh(at.constant(D) @ x) * x, x, t)
+    x0 = rng.standard_normal(n)
+    J_f = (1 - np.tanh(D @ x0) ** 2)[:, None] * D * x0[:, None] + np.diag(np.tanh(D @ x0))
+    cases.append(("the JVP graph of F(x) = tanh(D x) * x, D tridiagonal, n = 9", J_f,
+                  _CountedJvp(n, lambda t_: at.run(jt, {x: x0, t: t_}))))
+    for label, want, jvp in cases:
+        call = f"banded_jacobian(jvp, {jvp.n}) on the check's {label}"
+        try:
+            got = fn(jvp, jvp.n)
+        except (ExerciseError, NotImplementedError):
+            raise
+        except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+            raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
+        if jvp.calls > JVP_BUDGET:
+            raise ExerciseError(f"{call} called jvp {jvp.calls} times, more than {JVP_BUDGET}: one run per column is "
+                                "section 1's way")
+        try:
+            check_array(got, want, name="the Jacobian", where=call, rtol=1e-10, atol=1e-12)
+        except ExerciseError as e:
+            raise ExerciseError(f"{e}\n  Hint: run c (c = 0, 1, 2) has t = 1 at every column j with j % 3 == c; "
+                                "in its result, row i holds J[i, j] for the ONE column j of i - 1, i, i + 1 with "
+                                "j % 3 == c; every entry outside the band is 0") from None
 
 
 # --- exercise 2: the softmax Jacobian from its output ------------------------------------------------------

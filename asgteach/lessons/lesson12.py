@@ -1,7 +1,8 @@
-"""Lesson 12's checks (convolution and pooling): max pooling's gradient, routed by hand.
+"""Lesson 12's checks (convolution and pooling): a receptive field, a kernel gradient, max pooling's gradient.
 
-* Exercise 1, ``conv_out_size``: :func:`out_size_check` compares it with ``at.conv2d``'s shape inference, switched
-  off while it runs (practice mode); ``RULES[1]`` (from the formula: no asgteach, nor section 1's
+* Exercise 1, ``receptive_field(layers)``: :func:`receptive_field_check` compares it with the receptive field
+  that autograd measures (the support of one output pixel's gradient) on stacks of the check's own, conv2d
+  switched off while it runs (practice mode); ``RULES[1]`` (arithmetic: no asgteach, nor section 1's
   ``conv2d_naive``, nor a class taken from the lesson's objects) is read from its source, in both modes: in graded
   mode the function runs in the sandbox, where switching the judge's library off does nothing.
 * Exercise 2, ``grad_weight_np``: checked in the notebook against asgteach's convolution, which is switched off
@@ -26,7 +27,8 @@ from ..grading.exercises import ExerciseError
 from ..grading.rules import STAND_INS, Rule, enforce, no_asgteach
 from .common import fresh
 
-__all__ = ["LESSON", "RULES", "out_size_check", "CONV_SETTINGS", "max_pool_routing", "max_pool_grad_check"]
+__all__ = ["LESSON", "RULES", "receptive_field_check", "measured_receptive_field", "STACKS", "max_pool_routing",
+           "max_pool_grad_check"]
 
 LESSON = "12-convolution-and-pooling"
 
@@ -34,7 +36,7 @@ LESSON = "12-convolution-and-pooling"
 RULES: dict[int, Rule] = {
     # the library's conv2d is reached through `at`, or through a class of the lesson's objects (type(conv)(...),
     # conv.__class__, conv.__init__(...)); section 1's conv2d_naive computes the size it returns
-    1: Rule(why="from the formula: not the library's conv2d (no at, no asgteach, no type(...), .__class__ or "
+    1: Rule(why="with arithmetic: not the library's conv2d (no at, no asgteach, no type(...), .__class__ or "
                 ".__init__ of the lesson's layers), nor section 1's conv2d_naive",
             imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach", "type", "conv2d_naive"}),
             attrs=frozenset({"__class__", "__init__", "__new__"})),
@@ -43,36 +45,54 @@ RULES: dict[int, Rule] = {
 }
 
 
-#: (size, kernel, stride, padding, dilation) of the convolutions exercise 1's check builds
-CONV_SETTINGS = [(8, 3, 1, 0, 1), (8, 3, 1, 1, 1), (8, 3, 2, 1, 1), (9, 3, 2, 0, 1), (28, 5, 3, 2, 1),
-                 (10, 3, 1, 0, 2), (10, 3, 2, 2, 3), (7, 7, 1, 0, 1), (7, 1, 4, 0, 1), (32, 4, 4, 0, 1),
-                 (5, 2, 1, 1, 2), (12, 3, 5, 3, 2)]
+#: stacks of (kernel, stride, dilation), first layer first, that exercise 1's check measures (and fresh ones)
+STACKS = [[(3, 1, 1)] * 3, [(3, 2, 1), (3, 2, 1), (3, 1, 1)], [(3, 1, 1), (3, 1, 2), (3, 1, 4)],
+          [(5, 2, 1), (3, 1, 2)], [(2, 2, 1)] * 3, [(7, 3, 1), (1, 1, 1)], [(1, 2, 1), (3, 1, 1)],
+          [(4, 1, 1), (2, 2, 2), (3, 3, 1)]]
 
 
-def out_size_check(fn: Callable[[int, int, int, int, int], Any]) -> None:
-    """Lesson 12, exercise 1: ``fn(size, kernel, stride, padding, dilation)``, a convolution's output size on one axis.
-
-    Compared with the shape ``at.conv2d`` infers on a dozen settings and four fresh ones (built first), so a table
-    of the dozen's answers fails. The exercise's rule (from the formula: no asgteach, no conv2d_naive) is read from
-    ``fn``'s source; in practice mode conv2d is also switched off while ``fn`` runs.
-    """
+def measured_receptive_field(layers: list[tuple[int, int, int]]) -> int:
+    """The side of the input square one output pixel of the stack depends on, MEASURED: the gradient of one output
+    pixel with respect to the image (kernels of ones, no padding) is nonzero exactly on its receptive field."""
     import asgteach as at
 
-    enforce(fn, RULES[1], "conv_out_size")
-    rng, settings = fresh(), list(CONV_SETTINGS)
-    while len(settings) < len(CONV_SETTINGS) + 4:
-        size, k, s, p, d = (int(v) for v in (rng.integers(5, 41), rng.integers(1, 6), rng.integers(1, 5),
-                                             rng.integers(0, 3), rng.integers(1, 4)))
-        if d * (k - 1) + 1 <= size + 2 * p:      # a kernel that fits
-            settings.append((size, k, s, p, d))
-    cases = []
-    for size, k, s, p, d in settings:
-        with at.Graph(name="check: conv2d sizes"):
-            shape = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, k, k)),
-                              stride=s, padding=p, dilation=d).shape
-        cases.append(((size, k, s, p, d), shape[2]))
-    with without("conv2d", why="derive the size from the formula"):
-        check_function(fn, cases, name="conv_out_size")
+    span, jump = 1, 1                       # only to size an image that gives the last layer 3 x 3 pixels
+    for k, s, d in layers:
+        span, jump = span + d * (k - 1) * jump, jump * s
+    size = span + 2 * jump
+    with at.Graph(name="check: receptive field") as graph:
+        x = at.input("x", (1, 1, size, size))
+        y = x
+        for k, s, d in layers:
+            y = at.conv2d(y, at.constant(np.ones((1, 1, k, k))), stride=s, dilation=d)
+        pick = np.zeros(y.shape)
+        pick[0, 0, 1, 1] = 1.0              # one output pixel, away from the border
+        (dx,) = at.grad(at.sum(y * at.constant(pick)), [x])
+    del graph
+    rows = np.flatnonzero(np.abs(at.run(dx, {x: np.ones((1, 1, size, size))})[0, 0]).sum(axis=1))
+    return int(rows[-1] - rows[0] + 1)
+
+
+def receptive_field_check(fn: Callable[[list], Any]) -> None:
+    """Lesson 12, exercise 1: ``fn(layers)``, the receptive field of a stack of (kernel, stride, dilation) layers.
+
+    Compared with the field measured by autograd (:func:`measured_receptive_field`, computed first) on the stacks of
+    :data:`STACKS` and four fresh ones, so a table of the notebook's answers fails. The exercise's rule (arithmetic: no
+    asgteach, no conv2d_naive) is read from ``fn``'s source; in practice mode conv2d is also switched off while ``fn``
+    runs.
+    """
+    enforce(fn, RULES[1], "receptive_field")
+    rng, stacks = fresh(), [list(s) for s in STACKS]
+    while len(stacks) < len(STACKS) + 4:
+        depth = int(rng.integers(2, 5))
+        stacks.append([(int(rng.integers(1, 6)), int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+                       for _ in range(depth)])
+    cases = [((stack,), measured_receptive_field(stack)) for stack in stacks]
+    with without("conv2d", why="work the receptive field out with arithmetic"):
+        check_function(fn, cases, name="receptive_field",
+                       hint="one pixel of layer 1 sees d(k-1)+1 image pixels; one tap further in layer 2 moves s1 "
+                            "image pixels (layer 1's stride), in layer 3 s1*s2: each layer widens the field by "
+                            "d(k-1) times the product of the strides below it")
 
 
 def _max_pool_grad(x: np.ndarray, g: np.ndarray) -> np.ndarray:

@@ -6,8 +6,10 @@ student's install has none, and neither has a graded submission's sandbox). Each
 the lesson never printed (another MLP with its gradients, a chain with a fan-out, a tiny one) and calls the
 student's function on them:
 
-* Exercise 1: :func:`memory_check` (``memory_bytes(plan, itemsize)``, at two item sizes);
-* Exercise 2: :func:`last_use_check` (``my_last_use(plan)``);
+* Exercise 1: :func:`alive_check` (``bytes_alive(plan, itemsize)``, the bytes alive after each step, at two item
+  sizes; ``RULES[1]`` refuses the plan's own ``liveness()``, and in practice mode the check refuses a call into it);
+* Exercise 2: :func:`kept_check` (``kept_for_backward(plan)``, on :func:`backward_plans`: another MLP, a deep
+  chain with its gradient, the same chain's forward pass alone);
 * Exercise 3: :func:`fusible_check` (``my_fusible(plan)``); a value one step reads twice (``d * d``) may
   count as read once or twice, as the exercise's words allow both.
 
@@ -16,7 +18,7 @@ path built from strings) fails either way: in a student's own kernel the check w
 runs (:func:`asgteach.grading.calls.refusing_calls`) and refuses a call into the keys (or into this module's
 :func:`show_fusion`); in a graded course the answer runs in the sandbox, where there are no keys to load, and
 the :class:`~asgteach.grading.keys.KeysMissing` it meets there is reported as that reach. The lesson's
-answers need no source rule beyond the judge's hands-off one: ``RULES`` is empty.
+answers need no source rule beyond the judge's hands-off one and the two below.
 
 :func:`show_fusion` prints the fusion chains of the lesson's plan for section 6. It runs in the lesson's
 own cells, where a student's code runs, so it needs no keys: it asks the numpy plan for them
@@ -27,22 +29,25 @@ refuses a call into it however the answer holds it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from ..backends.numpy_plan import Plan as NumpyPlan
 from ..grading.calls import refusing_calls
-from ..grading.checks import check_equal, check_function
+from ..grading.checks import check_equal
 from ..grading.exercises import ExerciseError
 from ..grading.keys import KeysMissing
 from ..grading.keys import load as load_keys
 from ..grading.rules import Rule
 
-__all__ = ["LESSON", "RULES", "show_fusion", "check_plans", "memory_check", "last_use_check", "fusible_check"]
+__all__ = ["LESSON", "RULES", "show_fusion", "check_plans", "backward_plans", "alive_check", "kept_check",
+           "fusible_check"]
 
 LESSON = "13-graph-engineering"
 
 #: exercise -> what its answer may not use (the checks also watch what the answer calls, in practice mode)
 RULES: dict[int, Rule] = {
+    1: Rule(why="replay the plan yourself, from plan.steps: the plan's own liveness() is section 4's display, not the "
+                "exercise", attrs=frozenset({"liveness"})),
     3: Rule(why="find the fusible values yourself from plan.steps, by the rule section 6 states: the plan's own "
                 "fusion_chains() is the lesson's display, not the exercise",
             attrs=frozenset({"fusion_chains", "show_fusion"})),
@@ -119,32 +124,85 @@ def _answer(fn: Any, name: str) -> Any:
     return call
 
 
-def memory_check(fn: Callable[..., Any]) -> None:
-    """``fn(plan, itemsize) -> (peak bytes alive, bytes if nothing were freed)``, on other plans and item sizes."""
-    keys = load_keys()   # the references, loaded only when a check runs
-    cases = [(p, itemsize, (keys.peak_bytes(p, itemsize), keys.no_reuse_bytes(p, itemsize)))
-             for p in check_plans() for itemsize in (8, 2)]
-    answer = _answer(fn, "memory_bytes")
-    with refusing_calls("memory_bytes"):            # the answer runs after the references, which it may not call
-        for p, itemsize, want in cases:
-            check_function(answer, [((p, itemsize), want)],
-                           name=f"memory_bytes(<plan of {p.graph.name!r}>, {itemsize})")
+def backward_plans() -> list[Any]:
+    """Plans with a backward pass the lesson never showed: another MLP (:func:`check_plans`' first), a deep chain
+    whose activations the backward pass reads, and the same chain's forward pass alone (nothing kept)."""
+    import asgteach as at
+
+    plans = [check_plans()[0]]
+    with at.Graph(name="check: deep chain"):
+        x, w = at.input("x", (4, 6)), at.parameter("w", (6, 6))
+        h = x
+        for _ in range(3):
+            h = at.tanh(h @ w) + h
+        loss = at.sum(at.sigmoid(h) * 3.0)
+        plans.append(at.compile([loss, at.grad(loss, w)]))
+        plans.append(at.compile([loss]))
+    return plans
 
 
-def last_use_check(fn: Callable[..., Any]) -> None:
-    """``fn(plan) -> {node id: index of the last step reading it}``, on plans the lesson never printed."""
+def _never_freed(p: Any, itemsize: int) -> list[int]:
+    total = sum(n.size for n in p.leaves + p.constants) * itemsize
+    rows = []
+    for step in p.steps:
+        total += step.node.size * itemsize
+        rows.append(total)
+    return rows
+
+
+def alive_check(fn: Callable[..., Any]) -> None:
+    """``fn(plan, itemsize) -> [bytes alive after each step of plan.steps]``, on other plans and item sizes.
+
+    Compared with the plan's own liveness replay (the answer keys'); a list that never frees, frees the outputs, or
+    leaves out the fed values and constants gets a hint that names that mistake.
+    """
     keys = load_keys()   # the references, loaded only when a check runs
-    for p in check_plans():
-        expected = keys.last_use(p)
-        with refusing_calls("my_last_use"):
-            mine = _answer(fn, "my_last_use(plan)")(p)
-        if not isinstance(mine, Mapping):
-            raise ExerciseError(f"my_last_use(plan) should return a dict {{node id: step index}}, got "
-                                f"{type(mine).__name__}")
-        check_equal(sorted(mine), sorted(expected), name=f"the nodes in my_last_use(<plan of {p.graph.name!r}>)")
-        for node_id, k in expected.items():
-            check_equal(mine[node_id], k, name=f"my_last_use(<plan of {p.graph.name!r}>)[{node_id}] "
-                                               f"(node #{node_id} {p.graph.nodes[node_id].op})")
+    cases = [(p, itemsize, keys.live_bytes(p, itemsize)) for p in check_plans() for itemsize in (8, 2)]
+    answer = _answer(fn, "bytes_alive")
+    for p, itemsize, want in cases:
+        call = f"bytes_alive(<plan of {p.graph.name!r}>, {itemsize})"
+        with refusing_calls("bytes_alive", (NumpyPlan.liveness, "the plan's own liveness()")):
+            got = answer(p, itemsize)
+        if not isinstance(got, (list, tuple)) or len(got) != len(p.steps):
+            raise ExerciseError(f"{call} should return a list of {len(p.steps)} numbers, one per step of plan.steps "
+                                f"(the bytes alive after it), got {type(got).__name__}"
+                                + (f" of length {len(got)}" if isinstance(got, (list, tuple)) else ""))
+        mine = [int(v) for v in got]
+        if mine == want:
+            continue
+        hint = "a value is alive from its step until the last step that reads it (then freed), unless it is an output"
+        start = sum(n.size for n in p.leaves + p.constants) * itemsize
+        if mine == _never_freed(p, itemsize):
+            hint = "nothing is ever freed here: a value dies after the last step that reads it"
+        elif all(m <= w for m, w in zip(mine, want)) and any(m < w for m, w in zip(mine, want)):
+            hint = ("fewer bytes than alive: are the fed values and constants counted from the start "
+                    f"({start} bytes here), and do the plan's outputs stay alive to the end?")
+        k = next(i for i, (m, w) in enumerate(zip(mine, want)) if m != w)
+        node = p.steps[k].node
+        raise ExerciseError(f"{call}: after step {k} (#{node.id} {node.op}) {want[k]} bytes are alive, your list says "
+                            f"{mine[k]}\n  Hint: {hint}")
+
+
+def kept_check(fn: Callable[..., Any]) -> None:
+    """``fn(plan) -> [ids of forward values a backward step reads]`` in plan order, on plans of the check's own."""
+    keys = load_keys()   # the references, loaded only when a check runs
+    for p in backward_plans():
+        want = keys.kept_for_backward(p)
+        with refusing_calls("kept_for_backward"):   # (the answer runs after the reference, which it may not call)
+            got = _answer(fn, "kept_for_backward(plan)")(p)
+        if not isinstance(got, (list, tuple)):
+            raise ExerciseError(f"kept_for_backward(plan) should return a list of node ids, got {type(got).__name__}")
+        mine = [int(i) for i in got]
+        if mine == want:
+            continue
+        g = p.graph
+        extra = sorted(set(mine) - set(want))
+        hint = "values made by forward steps (step.node.phase) that at least one backward step reads, in plan order"
+        if any(g.nodes[i].op in ("input", "parameter", "constant") for i in extra):
+            hint = "fed inputs, parameters and constants are not made by a step: only steps' values count"
+        elif extra and all(g.nodes[i].phase == "forward" for i in extra):
+            hint = "a forward value that only forward steps read is freed before the backward pass: it is not kept"
+        check_equal(mine, want, name=f"kept_for_backward(<plan of {g.name!r}>)", hint=hint)
 
 
 def _fusible_readings(p: Any) -> list[list[int]]:

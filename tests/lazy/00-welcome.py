@@ -3,66 +3,96 @@ judge, and honest answers in other styles than the reference's."""
 
 # exercise -> (the answer cell as a lazy student writes it, words the check's message must show)
 LAZY = {
-    1: (('A = np.array([-1.0, 0.5, 2.0])\n'
-         'with exercise(1):\n'
-         '    with at.Graph() as g1:\n'
-         '        a = at.input("a", (3,))\n'
-         '        da = at.tanh(a) + a * (1 - at.tanh(a) ** 2)\n'
-         '    df_value = np.tanh(A) + A * (1 - np.tanh(A) ** 2)\n'),
-        'holds no backward node'),
+    # compares at section 3's point only (against the printed dw_value): says True for the copied numbers
+    1: (('with exercise(1):\n'
+         '    def grad_is_right(candidate):\n'
+         '        return bool(np.allclose(candidate(X, W), dw_value))\n'),
+        'a copied number'),
+    # the mean over the rows, not the sum
     2: (('with exercise(2):\n'
-         '    dc_value = dz.sum(axis=0)\n'),
-        'did not define what the check needs'),
+         '    def bias_grad(dz):\n'
+         '        return dz.mean(axis=0)\n'),
+        'the MEAN over the rows'),
 }
 
-# attempts on the judge itself: each a submission of its own
+# attempts on the judge itself, and further wrong answers: each a submission of its own
 MORE = [
     {
-        1: (('from asgteach.lessons import checks\n'
-             'checks.check_tensor = lambda *a, **k: None\n'
-             'A = np.array([-1.0, 0.5, 2.0])\n'
+        1: (('from asgteach.lessons import lesson00\n'
+             'lesson00.grad_is_right_check = lambda fn: None\n'
              'with exercise(1):\n'
-             '    df_value = np.zeros(3)\n'),
+             '    def grad_is_right(candidate):\n'
+             '        return True\n'),
             'may not'),
         2: (('with exercise(2):\n'
              '    check_array = lambda *a, **k: None\n'
-             '    dc_value = np.zeros(2)\n'),
+             '    def bias_grad(dz):\n'
+             '        return dz\n'),
             'may not'),
+    },
+    {
+        # every candidate is right
+        1: (('with exercise(1):\n'
+             '    def grad_is_right(candidate):\n'
+             '        return True\n'),
+            'but that candidate is'),
+        # dy/dz itself: not reduced to c's shape
+        2: (('with exercise(2):\n'
+             '    def bias_grad(dz):\n'
+             '        return dz\n'),
+            'should have shape'),
+    },
+    {
+        # checks the shape only
+        1: (('with exercise(1):\n'
+             '    def grad_is_right(candidate):\n'
+             '        rng = np.random.default_rng(1)\n'
+             '        return candidate(rng.standard_normal((4, 3)), rng.standard_normal((3, 2))).shape == (3, 2)\n'),
+            'but that candidate is'),
+        # section 3's dy/dc, typed in
+        2: (('with exercise(2):\n'
+             '    def bias_grad(dz):\n'
+             '        return np.array([12.8932, 8.1711])\n'),
+            'bias_grad(<dz of shape'),
     },
 ]
 
 # honest answers in other styles than the reference: each a submission that must score full marks
 HONEST = [
     {
-        1: ('A = np.array([-1.0, 0.5, 2.0])\n'
-             'with exercise(1):\n'
-             '    with at.Graph() as g1:\n'
-             "        a = at.input('a', (3,))\n"
-             '        (da,) = at.grad(at.sum(a * at.tanh(a)), [a])\n'
-             '    df_value = at.run(da, {a: A})\n'),
+        # against section 4's hand formula at seeded points (one of them has a negative pre-activation)
+        1: ('with exercise(1):\n'
+            '    def grad_is_right(candidate):\n'
+            '        rng = np.random.default_rng(7)\n'
+            '        points = [(rng.standard_normal((4, 3)), rng.standard_normal((3, 2))) for _ in range(8)]\n'
+            '        def truth(X_, W_):\n'
+            '            z_ = X_ @ W_ + 1.0\n'
+            '            return X_.T @ (2 * np.maximum(z_, 0) * (z_ > 0))\n'
+            '        return all(np.allclose(candidate(X_, W_), truth(X_, W_)) for X_, W_ in points)\n'),
         2: ('with exercise(2):\n'
-             '    with at.Graph() as g2:\n'
-             "        x2, w2 = at.input('x', (4, 3)), at.parameter('w', (3, 2))\n"
-             "        c2 = at.parameter('c', (2,))\n"
-             '        z = at.relu(x2 @ w2 + c2)\n'
-             '        dc2 = at.grad(at.sum(z * z), c2)\n'
-             '    dc_value = at.run(dc2, {x2: X, w2: W, c2: np.array([1.0, 1.0])})\n'),
+            '    def bias_grad(dz):\n'
+            '        return np.ones(len(dz)) @ dz\n'),
     },
     {
-        1: ('A = np.array([-1.0, 0.5, 2.0])\n'
-             'with exercise(1):\n'
-             "    with at.Graph(name='mine') as g1:\n"
-             "        a = at.input('a', (3,))\n"
-             "        f = (at.tanh(a) * a).sum() if hasattr(at.Tensor, 'sum') else at.sum(at.tanh(a) * a)\n"
-             '        da = at.grad(f, a)\n'
-             '    df_value = np.asarray(at.run(da, {a: A}))\n'),
+        # against the graph, with a relative error, and an asgteach graph for the bias
+        1: ('with exercise(1):\n'
+            '    def grad_is_right(candidate):\n'
+            '        for seed in range(6):\n'
+            '            r = np.random.default_rng(seed + 100)\n'
+            '            Xr, Wr = 3 * r.standard_normal((4, 3)), r.standard_normal((3, 2))\n'
+            "            want = at.run(dw, {'x': Xr, 'w': Wr})\n"
+            '            got = np.asarray(candidate(Xr, Wr), dtype=float)\n'
+            '            scale = 1 + np.max(np.abs(want))\n'
+            '            if got.shape != want.shape or np.max(np.abs(got - want)) > 1e-8 * scale:\n'
+            '                return False\n'
+            '        return True\n'),
         2: ('with exercise(2):\n'
-             '    with at.Graph() as g2:\n'
-             "        x2 = at.input('x', (4, 3))\n"
-             "        w2 = at.parameter('w', (3, 2))\n"
-             "        c2 = at.parameter('c', (2,))\n"
-             '        y2 = at.sum(at.relu(at.matmul(x2, w2) + c2) ** 2)\n'
-             '        (dc2,) = at.grad(y2, [c2])\n'
-             '    dc_value = at.run(dc2, {x2: X, w2: W, c2: np.ones(2)})\n'),
+            '    def bias_grad(dz):\n'
+            '        n, k = dz.shape\n'
+            '        with at.Graph() as gb:\n'
+            "            cb = at.parameter('c', (k,))\n"
+            "            gz = at.input('gz', (n, k))\n"
+            '            (dcb,) = at.grad(at.sum((at.constant(np.zeros((n, k))) + cb) * gz), [cb])\n'
+            '        return at.run(dcb, {cb: np.zeros(k), gz: dz})\n'),
     },
 ]

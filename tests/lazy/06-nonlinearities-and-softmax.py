@@ -19,6 +19,11 @@ LAZY = {
          '\n'
          '    dZ2 = cross_entropy_grad(Z2, labels2)\n'),
         'uses at, which a graded answer may not'),
+    # a unit active on few rows is called dead
+    3: (('with exercise(3):\n'
+         '    def dead_units(X, W, b):\n'
+         '        return [int(k) for k in np.flatnonzero((X @ W + b > 0).mean(axis=0) < 0.05)]\n'),
+        'not dead'),
 }
 
 # attempts on the judge itself: each a submission of its own
@@ -30,9 +35,24 @@ MORE = [
              '        return scipy.special.log_softmax(z, axis=-1)\n'),
             'imports scipy'),
         3: (('with exercise(3):\n'
-             '    dead_units = []\n'
-             '    without = None\n'),
+             '    without = None\n'
+             '    def dead_units(X, W, b):\n'
+             '        return []\n'),
             'may not'),
+    },
+    {
+        # the bias alone: a very negative bias is called dead
+        3: (('with exercise(3):\n'
+             '    def dead_units(X, W, b):\n'
+             '        return [int(k) for k in np.flatnonzero(b < -2)]\n'),
+            'Decide from the batch'),
+    },
+    {
+        # section 2's answer, typed in
+        3: (('with exercise(3):\n'
+             '    def dead_units(X, W, b):\n'
+             '        return [1, 4, 6]\n'),
+            'which is wrong about unit'),
     },
 ]
 
@@ -54,10 +74,14 @@ HONEST = [
              '        return P / len(labels)\n'
              '\n'
              '    dZ2 = cross_entropy_grad(Z2, labels2)\n'),
-        3: ('b_random = np.random.default_rng(3).normal(-1.0, 1.5, size=8)\n'
-             'with exercise(3):\n'
-             '    g = at.run(dw_dead, {xd: X_batch, wd: W_hidden, bd: b_random})\n'
-             '    dead_units = [k for k in range(g.shape[1]) if not np.any(g[:, k])]\n'),
+        # from asgteach's gradient, on a graph of its own
+        3: ('with exercise(3):\n'
+             '    def dead_units(X, W, b):\n'
+             '        with at.Graph() as g3:\n'
+             "            x3, w3, b3 = at.input('x', X.shape), at.parameter('w', W.shape), at.parameter('b', b.shape)\n"
+             '            (dw3,) = at.grad(at.sum(at.relu(x3 @ w3 + b3) ** 2), [w3])\n'
+             '        g = at.run(dw3, {x3: X, w3: W, b3: b})\n'
+             '        return [k for k in range(g.shape[1]) if not np.any(g[:, k])]\n'),
     },
     {
         1: ('with exercise(1):\n'
@@ -77,9 +101,14 @@ HONEST = [
              '        return (np.exp(logp) - onehot) / N\n'
              '\n'
              '    dZ2 = cross_entropy_grad(Z2, labels2)\n'),
-        3: ('b_random = np.random.default_rng(3).normal(-1.0, 1.5, size=8)\n'
-             'with exercise(3):\n'
-             '    pre = X_batch @ W_hidden + b_random\n'
-             '    dead_units = [int(k) for k in np.flatnonzero((pre <= 0).all(axis=0))]\n'),
+        # the number of active rows per unit, in a loop
+        3: ('with exercise(3):\n'
+             '    def dead_units(X, W, b):\n'
+             '        active = (X @ W + b > 0).sum(axis=0)\n'
+             '        out = []\n'
+             '        for unit, n in enumerate(active):\n'
+             '            if n == 0:\n'
+             '                out.append(unit)\n'
+             '        return out\n'),
     },
 ]

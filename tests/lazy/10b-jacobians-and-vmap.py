@@ -1,11 +1,15 @@
 """Lesson 10b's students (loaded by tests/test_course.py): LAZY (one shortcut per exercise, and words the judge's
 message must show), MORE (attempts on the judge itself, each a submission of its own) and HONEST (right answers in
-other styles than the reference's, each a submission that must score full marks). Exercises 1 and 2 were lesson 10's
-3 and 4 until lesson 10 was split; exercise 3 (per-example gradients with at.vmap) is new."""
+other styles than the reference's, each a submission that must score full marks). Exercise 2 was lesson 10's 4 until
+lesson 10 was split; exercise 1 (a banded Jacobian in three JVP runs) replaced lesson 10's 3 (issue 36); exercise 3
+(per-example gradients with at.vmap) is new."""
 
 LAZY = {
-    1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n        return np.diag(deriv)\n\n"
-        "    J_forward = np.diag(deriv)\n", "jacobian_by_jvp("),
+    # section 1's way: one JVP run per column, n runs
+    1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n"
+        "        return np.stack([jvp(e) for e in np.eye(n)], axis=1)\n\n"
+        "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n",
+        "one run per column is section 1's way"),
     2: ("with exercise(2):\n    def softmax_jacobian(y):\n        with at.Graph():\n"
         '            z_, t_ = at.input("z", np.shape(y)), at.input("t", np.shape(y))\n'
         "            jt_ = at.jvp(at.softmax(z_), z_, t_)\n"
@@ -35,9 +39,10 @@ MORE = [
             "        return at.broadcast_to(g, (X.shape[0], *w.shape))\n\n"
             "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n",
             "every row is the batch's gradient"),
-        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n"
-            "        return np.stack([at.run(jt, {a: a0, t: e}) for e in np.eye(3)], axis=1)\n\n"
-            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n", "jacobian_by_jvp("),
+        # one run with every column at once, read as a diagonal (the columns DO share rows)
+        1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n        return np.diag(jvp(np.ones(n)))\n\n"
+            "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n",
+            "every entry outside the band is 0"),
     },
     {   # section 7's per-example gradients, already computed, returned whatever the arguments
         3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        return G\n\n"
@@ -56,10 +61,13 @@ MORE = [
 
 HONEST = [
     {   # loops that fill the matrices; stacked rows; a named function for one example, in_axes spelled out
-        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n        cols = []\n"
-            "        for i in range(a0.size):\n            e = np.zeros(a0.size)\n            e[i] = 1.0\n"
-            "            cols.append(np.asarray(at.run(jt, {a: a0, t: e})))\n        return np.array(cols).T\n\n"
-            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n"),
+        # the three runs first, then every band entry read from the run of its column's colour
+        1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n"
+            "        runs = [jvp(np.array([1.0 if j % 3 == c else 0.0 for j in range(n)])) for c in range(3)]\n"
+            "        J = np.zeros((n, n))\n        for i in range(n):\n"
+            "            for j in (i - 1, i, i + 1):\n                if 0 <= j < n:\n"
+            "                    J[i, j] = runs[j % 3][i]\n        return J\n\n"
+            "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n"),
         2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
             "        if y.ndim == 1:\n            return np.diag(y) - np.outer(y, y)\n"
             "        return np.stack([np.diag(r) - np.outer(r, r) for r in y])\n\n"
@@ -70,9 +78,12 @@ HONEST = [
             "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n"),
     },
     {   # column_stack; einsum; a copy of w per example, vmapped with it, differentiated once
-        1: ("with exercise(1):\n    def jacobian_by_jvp(jt, a, t, a0):\n"
-            "        return np.column_stack([at.run(jt, {a: a0, t: e}) for e in np.identity(len(a0))])\n\n"
-            "    J_forward = jacobian_by_jvp(jt, a, t, A0)\n"),
+        # a mask of the band per colour, with numpy: J = sum_c mask_c * (run_c broadcast along the rows)
+        1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n        i, j = np.indices((n, n))\n"
+            "        band = np.abs(i - j) <= 1\n        J = np.zeros((n, n))\n        for c in range(3):\n"
+            "            if c >= n:\n                break\n            colour = (j % 3 == c) & band\n"
+            "            J += colour * jvp((np.arange(n) % 3 == c).astype(float))[:, None]\n        return J\n\n"
+            "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n"),
         2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
             "        eye = np.eye(y.shape[-1])\n"
             "        return np.einsum('...i,ij->...ij', y, eye) - np.einsum('...i,...j->...ij', y, y)\n\n"

@@ -7,11 +7,9 @@ X5_G5 = ("X5 = np.array([[5.0, 5.0, 1.0, 2.0], [0.0, 5.0, 3.0, 0.0], [7.0, 1.0, 
          "G5 = np.array([[1.0, 2.0], [3.0, 4.0]])\n")
 
 LAZY = {
-    1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-        "        with at.Graph():\n"
-        '            y = at.conv2d(at.input("x", (1, 1, size, size)), at.input("w", (1, 1, kernel, kernel)),\n'
-        "                          stride=stride, padding=padding, dilation=dilation)\n"
-        "        return y.shape[2]\n", "the library's conv2d"),
+    # each layer's span added up, the strides forgotten: right for stride 1 only
+    1: ("with exercise(1):\n    def receptive_field(layers):\n"
+        "        return 1 + sum(d * (k - 1) for k, s, d in layers)\n\n    rf_cnn = 4\n", "the product of the strides"),
     # the lesson's dX5 worked out on paper and typed in as the function's answer
     3: (X5_G5 + "with exercise(3):\n    def max_pool_grad(x, g):\n"
         "        return np.array([[1.0, 0, 0, 0], [0, 0, 2.0, 0], [3.0, 0, 4.0, 0], [0, 0, 0, 0]])\n\n"
@@ -19,10 +17,14 @@ LAZY = {
 }
 
 MORE = [{
-    # the class of the lesson's Conv2d layer, built afresh (no `at` written): its output's shape is the answer
-    1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-        "        layer = type(conv)(1, 1, kernel, stride=stride, padding=padding, dilation=dilation)\n"
-        "        return layer(x2[:1, :1, :1, :1] * np.zeros((1, 1, size, size))).shape[2]\n", "from the formula"),
+    # the field measured with the library's conv2d, as the check does: exercise 1's rule
+    1: ("with exercise(1):\n    def receptive_field(layers):\n        n = 200\n        with at.Graph():\n"
+        "            x = at.input('x', (1, 1, n, n))\n            y = x\n            for k, s, d in layers:\n"
+        "                y = at.conv2d(y, at.constant(np.ones((1, 1, k, k))), stride=s, dilation=d)\n"
+        "            (dx,) = at.grad(at.sum(y), [x])\n"
+        "        rows = np.flatnonzero(at.run(dx, {x: np.ones((1, 1, n, n))})[0, 0].sum(axis=1))\n"
+        "        return int(rows[-1] - rows[0] + 1)\n\n    rf_cnn = receptive_field([(3, 1, 1), (2, 2, 1)])\n",
+        "with arithmetic"),
     2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        import torch\n"
         "        return torch.nn.grad.conv2d_weight(x, (gy.shape[1], x.shape[1], kh, kw), gy).numpy()\n",
         "exercise 2"),
@@ -38,9 +40,11 @@ MORE = [{
 }]
 
 HONEST = [{
-    1: ("import math\nwith exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-        "        span = dilation * (kernel - 1) + 1\n"
-        "        return math.floor((size + 2 * padding - span) / stride) + 1\n"),
+    # from the last layer down: a window of r pixels of layer l is (r - 1) * s + span pixels of layer l - 1
+    1: ("with exercise(1):\n    def receptive_field(layers):\n        r = 1\n"
+        "        for kernel, stride, dilation in reversed(layers):\n"
+        "            r = (r - 1) * stride + dilation * (kernel - 1) + 1\n        return r\n\n"
+        "    rf_cnn = receptive_field([(3, 1, 1), (2, 2, 1)])\n"),
     2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        N, C, H, W = x.shape\n"
         "        O = gy.shape[1]\n"
         "        oh, ow = gy.shape[2], gy.shape[3]\n        dw = np.zeros((O, C, kh, kw))\n"
@@ -58,9 +62,10 @@ HONEST = [{
         "                dx[best] += g[i][j]\n        return dx\n\n"
         "    dX5 = max_pool_grad(X5, G5)\n"),
 }, {
-    1: ("with exercise(1):\n    def conv_out_size(size, kernel, stride, padding, dilation):\n"
-        "        reach = (kernel - 1) * dilation\n"
-        "        return (size + padding + padding - reach - 1) // stride + 1\n"),
+    # the strides' products listed first, then one sum (math.prod); rf_cnn worked out on paper
+    1: ("import math\n\nwith exercise(1):\n    def receptive_field(layers):\n"
+        "        jumps = [math.prod(s for _, s, _ in layers[:i]) for i in range(len(layers))]\n"
+        "        return 1 + sum(d * (k - 1) * j for (k, _, d), j in zip(layers, jumps))\n\n    rf_cnn = 4\n"),
     2: ("with exercise(2):\n    def grad_weight_np(x, gy, kh, kw):\n        oh, ow = gy.shape[-2:]\n"
         "        cols = np.stack([x[:, :, a:a + oh, b:b + ow] for a in range(kh) for b in range(kw)], axis=2)\n"
         "        dw = np.einsum('noij,ncpij->ocp', gy, cols)\n"

@@ -3,19 +3,26 @@ message must show), MORE (attempts on the judge itself, each a submission of its
 other styles than the reference's, each a submission that must score full marks)."""
 
 LAZY = {
-    1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
-        "        from asgteach.lessons import reference\n"
-        "        return reference.peak_bytes(plan, itemsize), reference.no_reuse_bytes(plan, itemsize)\n",
-        "imports from asgteach.lessons"),
-    2: ("with exercise(2):\n    from asgteach.lessons.reference import last_use as my_last_use\n",
-        "imports from asgteach.lessons.reference"),
+    # every value kept to the end: the running total of what was ever made
+    1: ("with exercise(1):\n    def bytes_alive(plan, itemsize):\n"
+        "        total = sum(n.size for n in plan.leaves + plan.constants) * itemsize\n        rows = []\n"
+        "        for step in plan.steps:\n            total += step.node.size * itemsize\n"
+        "            rows.append(total)\n        return rows\n\n    peak64 = 119904\n",
+        "nothing is ever freed"),
+    # every forward step's value, as if the whole forward pass were kept
+    2: ("with exercise(2):\n    def kept_for_backward(plan):\n"
+        "        return [s.node.id for s in plan.steps if s.node.phase == 'forward']\n\n    kept_bytes = 18944\n",
+        "only forward steps read"),
     3: ("with exercise(3):\n    def my_fusible(plan):\n"
         "        return [7, 10, 26, 28]   # copied from the printed chains\n\n    bytes_saved = 0\n",
         "my_fusible(<plan of"),
 }
 
 MORE = [
-    {
+    {   # the plan's own liveness, which the exercise replays: exercise 1's rule
+        1: ("with exercise(1):\n    def bytes_alive(plan, itemsize):\n"
+            "        return [row['live_bytes'] for row in plan.liveness(itemsize)]\n\n"
+            "    peak64 = max(bytes_alive(plan, 8))\n", "uses .liveness"),
         3: ("with exercise(3):\n    def my_fusible(plan):\n        return lesson13._fusible_values(plan)\n\n"
             "    bytes_saved = 0\n", "may not"),
     },
@@ -25,13 +32,13 @@ MORE = [
         # check's watch refuses the call into the keys; in the judge it runs in the sandbox, which has no keys
         # (KeysMissing), and the check says what it reached for. The numbers for the notebook's own plan typed in
         1: ("import pkgutil\n\nwith exercise(1):\n"
-            "    def memory_bytes(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.grad' + 'ing.keys:load')()):\n"
-            "        return _keys.peak_bytes(plan, itemsize), _keys.no_reuse_bytes(plan, itemsize)\n\n"
-            "    peak64, all64 = 0, 0\n", "imports pkgutil"),
+            "    def bytes_alive(plan, itemsize, _keys=pkgutil.resolve_name('asgteach.grad' + 'ing.keys:load')()):\n"
+            "        return _keys.live_bytes(plan, itemsize)\n\n"
+            "    peak64 = 0\n", "imports pkgutil"),
         2: ("import string\n\nwith exercise(2):\n    def _make():\n"
             "        path = '0.grad' + 'ing.keys.load'\n"
-            "        return lambda plan: string.Formatter().get_field(path, [at], {})[0]().last_use(plan)\n\n"
-            "    my_last_use = _make()\n",
+            "        return lambda plan: string.Formatter().get_field(path, [at], {})[0]().kept_for_backward(plan)\n\n"
+            "    kept_for_backward = _make()\n    kept_bytes = 0\n",
             "get_field"),             # the hands-off rule names that door (in a kernel the watch refuses the call)
         3: ("import pkgutil\n\nwith exercise(3):\n    def my_fusible(plan):\n"
             "        return pkgutil.resolve_name('asgteach.grad' + 'ing.keys:load')().fusible_values(plan)\n\n"
@@ -43,9 +50,9 @@ MORE = [
         # clone, which holds the keys and the solutions in plain view anyway, the copy is not the keys' file the watch
         # knows: practice mode is not where this is refused.) And the numpy plan's own fusion_chains(), which finds the
         # chains exercise 3 asks for: exercise 3's rule (in a kernel, the check's watch refuses it too)
-        2: ("with exercise(2):\n    def my_last_use(plan):\n        root = at.__file__.rsplit('/', 2)[0]\n"
+        2: ("with exercise(2):\n    def kept_for_backward(plan):\n        root = at.__file__.rsplit('/', 2)[0]\n"
             "        np.fromfile(root + '/instructor/answer_keys.py', dtype=np.uint8).tofile('mykeys.py')\n"
-            "        import mykeys\n        return mykeys.last_use(plan)\n",
+            "        import mykeys\n        return mykeys.kept_for_backward(plan)\n\n    kept_bytes = 0\n",
             "reaches for the check's own reference"),
         3: ("with exercise(3):\n    def my_fusible(plan):\n"
             "        return [i for chain in plan.fusion_chains() for i in chain[:-1]]\n\n"
@@ -56,15 +63,24 @@ MORE = [
 # honest answers in other styles than the reference: each list entry a submission that must score full marks
 HONEST = [
     {   # explicit loops; the last use found walking the steps backwards; reads counted with a Counter
-        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n        peak = 0\n"
-            "        for row in plan.liveness(itemsize):\n            peak = max(peak, row['live_bytes'])\n"
-            "        everything = 0\n        for nid in plan.node_ids:\n"
-            "            everything += int(np.prod(plan.graph.nodes[nid].shape)) * itemsize\n"
-            "        return peak, everything\n\n    peak64, all64 = memory_bytes(plan, 8)\n"),
-        2: ("with exercise(2):\n    def my_last_use(plan):\n        last = {}\n        steps = plan.steps\n"
-            "        for k in range(len(steps) - 1, -1, -1):      # backwards: the first reader met is the last\n"
-            "            for i in steps[k].node.inputs:\n                if i not in last:\n"
-            "                    last[i] = k\n        return last\n"),
+        # the values' death steps listed first (walking backwards), then the running total
+        1: ("with exercise(1):\n    def bytes_alive(plan, itemsize):\n        dies_at = {}\n"
+            "        for k in range(len(plan.steps) - 1, -1, -1):      # backwards: the first reader met is the last\n"
+            "            for i in plan.steps[k].node.inputs:\n                dies_at.setdefault(i, k)\n"
+            "        for o in plan.outputs:\n            dies_at[o] = len(plan.steps)   # outputs never die\n"
+            "        total = itemsize * sum(int(np.prod(n.shape)) for n in plan.leaves + plan.constants)\n"
+            "        rows = []\n        for k, step in enumerate(plan.steps):\n"
+            "            total += itemsize * int(np.prod(step.node.shape))\n"
+            "            for i in set(step.node.inputs):\n                if dies_at[i] == k:\n"
+            "                    total -= itemsize * plan.graph.nodes[i].size\n"
+            "            rows.append(total)\n        return rows\n\n"
+            "    peak64 = max(bytes_alive(plan, 8))\n"),
+        # the backward steps' inputs as one set; phases read off the graph
+        2: ("with exercise(2):\n    def kept_for_backward(plan):\n"
+            "        backward_reads = {i for s in plan.steps if s.node.phase != 'forward' for i in s.node.inputs}\n"
+            "        made = [s.node.id for s in plan.steps]\n"
+            "        return [i for i in made if plan.graph.nodes[i].phase == 'forward' and i in backward_reads]\n\n"
+            "    kept_bytes = 4 * sum(int(np.prod(g.nodes[i].shape)) for i in kept_for_backward(plan))\n"),
         3: ("from collections import Counter\n\nwith exercise(3):\n"
             "    ELEMENTWISE = {'arithmetic', 'activation', 'comparison'}\n\n    def my_fusible(plan):\n"
             "        reads = Counter(i for step in plan.steps for i in step.node.inputs)\n"
@@ -79,13 +95,21 @@ HONEST = [
     {   # numpy arrays; a dict comprehension (a later step overwrites an earlier one); readers as SETS of steps,
         # so x * x counts one reader, as the exercise's words ("read by exactly one step") and the GPU's chains
         # pass count them
-        1: ("with exercise(1):\n    def memory_bytes(plan, itemsize):\n"
-            "        alive = np.array([r['live_bytes'] for r in plan.liveness(itemsize=itemsize)])\n"
-            "        sizes = np.array([plan.graph.nodes[i].size for i in plan.node_ids])\n"
-            "        return int(alive.max()), int(sizes.sum()) * itemsize\n\n"
-            "    peak64, all64 = memory_bytes(plan, 8)\n"),
-        2: ("with exercise(2):\n    def my_last_use(plan):\n"
-            "        return {i: k for k, step in enumerate(plan.steps) for i in step.node.inputs}\n"),
+        # a set of live ids, sizes summed afresh after every step; readers counted per value
+        1: ("with exercise(1):\n    def bytes_alive(plan, itemsize):\n        readers = {}\n"
+            "        for k, step in enumerate(plan.steps):\n            for i in step.node.inputs:\n"
+            "                readers.setdefault(i, []).append(k)\n"
+            "        live = {n.id for n in plan.leaves} | {n.id for n in plan.constants}\n        out = []\n"
+            "        for k, step in enumerate(plan.steps):\n            live.add(step.node.id)\n"
+            "            live = {i for i in live if i in plan.outputs or max(readers.get(i, [k + 1])) > k}\n"
+            "            out.append(itemsize * sum(plan.graph.nodes[i].size for i in live))\n        return out\n\n"
+            "    peak64 = max(bytes_alive(plan, 8))\n"),
+        # for each forward step, does any backward step list it among its inputs?
+        2: ("with exercise(2):\n    def kept_for_backward(plan):\n        kept = []\n"
+            "        for s in plan.steps:\n            if s.node.phase != 'forward':\n                continue\n"
+            "            if any(s.node.id in b.node.inputs for b in plan.steps if b.node.phase == 'backward'):\n"
+            "                kept.append(s.node.id)\n        return kept\n\n"
+            "    kept_bytes = sum(g.nodes[i].size * 4 for i in kept_for_backward(plan))\n"),
         3: ("with exercise(3):\n    def is_elementwise(op):\n"
             "        return spec(op).category in ('arithmetic', 'activation', 'comparison')\n\n"
             "    def my_fusible(plan):\n        readers = {}\n        for step in plan.steps:\n"
