@@ -1,7 +1,12 @@
 """Lesson 5's checks (matrix calculus), with the bug hunt's truth kept inside them.
 
-* Exercises 1 and 2, ``matmul_vjp`` and ``batched_matmul_vjp``: checked in the notebook
-  (``check_function`` on fresh matrices); ``RULES`` keeps them numpy only, the two products by hand.
+* Exercise 1, ``linear_vjp(G, X, W)``: the backward rule of ``Y = X W^T + b`` (a weight stored out by in, as
+  PyTorch's ``nn.Linear`` does), which the lesson never derives: :func:`linear_vjp_check` calls it on shapes of its
+  own (one row, one input feature, more outputs than inputs...) and compares with what ``at.grad`` gives.
+* Exercise 2, ``matmul_vjp(G, X, W)`` for batch axes that broadcast in any way (a shared ``W``, a shared ``X``,
+  batch axes of size 1 on either side): :func:`batched_vjp_check` calls it on shape pairs the lesson never showed
+  and compares with ``at.grad``; section 4's one case (a shared ``W``, summed over axis 0) does not pass the others.
+  ``RULES`` keeps both numpy only: the products, and the sums, by hand.
 * Exercise 3, the bug hunt: :func:`sub_diagnosis` asks gradcheck itself, inside ``bugs.mystery(5)``,
   which inputs get a wrong gradient and which nodes' rules it blames, and compares the student's lists
   with that; a wrong list is told how many are missing or which are right after all, never the answer.
@@ -13,19 +18,71 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..grading.exercises import ExerciseError
-from ..grading.rules import Rule, no_asgteach
-from .common import mystery_report
+import numpy as np
 
-__all__ = ["LESSON", "RULES", "sub_diagnosis"]
+from ..grading.checks import check_function
+from ..grading.exercises import ExerciseError
+from ..grading import rules
+from ..grading.rules import Rule, no_asgteach
+from .common import fresh, mystery_report
+
+__all__ = ["LESSON", "RULES", "linear_vjp_check", "batched_vjp_check", "sub_diagnosis"]
 
 LESSON = "05-matrix-calculus"
 
 #: exercise -> what its answer may not use (the notebook's text states each one)
 RULES: dict[int, Rule] = {
-    1: no_asgteach("the two products by hand, in numpy"),
-    2: no_asgteach("the two products by hand, in numpy"),
+    1: no_asgteach("derive the rule and write it in numpy"),
+    2: no_asgteach("the products and the sums over the broadcast batch axes by hand, in numpy"),
 }
+
+
+def _autograd_vjp(G: np.ndarray, arrays: Sequence[np.ndarray], forward: Any) -> tuple[np.ndarray, ...]:
+    """The gradients of sum(forward(*inputs) * G) with respect to each input, by ``at.grad``: the reference."""
+    import asgteach as at
+
+    with at.Graph(name="check: reference"):
+        ins = [at.input(f"in{i}", a.shape) for i, a in enumerate(arrays)]
+        out = forward(*ins)
+        g = at.input("G", out.shape)
+        grads = at.grad(at.sum(out * g), ins)
+    return tuple(np.asarray(v) for v in at.run(list(grads), {**dict(zip(ins, arrays)), g: G}))
+
+
+def linear_vjp_check(fn: Any) -> None:
+    """Exercise 1: ``linear_vjp(G, X, W) -> (dX, dW, db)`` for Y = X W^T + b, on shapes of the check's own."""
+    import asgteach as at
+
+    rules.enforce(fn, RULES[1], "linear_vjp")
+    rng = fresh()
+    cases = []
+    for n, k, m in [(5, 3, 4), (1, 4, 2), (3, 1, 6), (6, 5, 5)]:
+        X, W, b = rng.standard_normal((n, k)), rng.standard_normal((m, k)), rng.standard_normal(m)
+        G = rng.standard_normal((n, m))
+        dX, dW, db = _autograd_vjp(G, [X, W, b], lambda x, w, bias: x @ at.transpose(w, (1, 0)) + bias)
+        cases.append(((G, X, W), (dX, dW, db)))
+    check_function(fn, cases, name="linear_vjp",
+                   hint="Y = X W^T: each result has its input's shape ((n, k), (m, k), (m,)). Find the products by "
+                        "shapes, then check one element by index notation; b is added to every row (lesson 4)")
+
+
+#: (X's shape, W's shape): batch axes broadcast in every way section 4 did not show, and its one case
+_BATCHED = [((4, 3, 2), (2, 5)), ((3, 2), (4, 2, 5)), ((4, 3, 2), (4, 2, 5)), ((2, 1, 3, 2), (4, 2, 5)),
+            ((1, 3, 2), (4, 2, 5)), ((2, 3), (3, 4))]
+
+
+def batched_vjp_check(fn: Any) -> None:
+    """Exercise 2: ``matmul_vjp(G, X, W) -> (dX, dW)`` for any broadcasting batch axes, against ``at.grad``."""
+    rules.enforce(fn, RULES[2], "matmul_vjp")
+    rng = fresh()
+    cases = []
+    for sx, sw in _BATCHED:
+        X, W = rng.standard_normal(sx), rng.standard_normal(sw)
+        G = rng.standard_normal(np.broadcast_shapes(sx[:-2], sw[:-2]) + (sx[-2], sw[-1]))
+        cases.append(((G, X, W), _autograd_vjp(G, [X, W], lambda x, w: x @ w)))
+    check_function(fn, cases, name="matmul_vjp",
+                   hint="each gradient has its input's shape: where an input was broadcast over a batch axis (it "
+                        "had none there, or size 1), its gradient is summed over that axis (lesson 4's sum_to)")
 
 
 def sub_diagnosis(wrong_gradients: Any, culprit_ids: Any, loss: Any, inputs: Sequence[Any],

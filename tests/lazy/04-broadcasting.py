@@ -4,13 +4,31 @@ judge, and honest answers in other styles than the reference's."""
 # exercise -> (the answer cell as a lazy student writes it, words the check's message must show)
 LAZY = {
     2: (('with exercise(2):\n'
-         "    (culprit,) = report.culprits      # section 4's printed culprit\n"
-         '    culprit_id, culprit_input = culprit.node_id, culprit.input_index\n'),
-        'is not the node whose rule is wrong'),
+         '    def div_culprits(graph):\n'
+         '        return [(4, 1)]      # the softmax\'s culprit, as gradcheck printed it\n'),
+        "div_culprits(<the check's graph"),
 }
 
 # attempts on the judge itself: each a submission of its own
 MORE = [
+    {   # the diagnosis handed to the tool: gradcheck run inside the function, with the bug planted
+        2: (('with exercise(2):\n'
+             '    def div_culprits(graph):\n'
+             "        ins = [at.Tensor(graph, n.id) for n in graph.nodes if n.op == 'input']\n"
+             "        loss = at.Tensor(graph, max(n.id for n in graph.nodes if n.phase == 'forward'))\n"
+             '        feeds = {t: np.ones(t.shape) + 0.5 for t in ins}\n'
+             '        with bugs.mystery(4):\n'
+             '            rep = at.gradcheck(loss, ins, feeds)\n'
+             '        return [(c.node_id, c.input_index) for c in rep.culprits]\n'),
+            "the tool's diagnosis"),
+    },
+    {   # half the diagnosis: every div input whose shape differs from the output's (a single copy, a constant too)
+        2: (('with exercise(2):\n'
+             '    def div_culprits(graph):\n'
+             "        return [(n.id, k) for n in graph.nodes if n.op == 'div' and n.phase == 'forward'\n"
+             '                for k, i in enumerate(n.inputs) if graph.nodes[i].shape != n.shape]\n'),
+            'it does not blame'),
+    },
     {
         1: (('with exercise(1):\n'
              '    def my_sum_to(g, shape):\n'
@@ -59,10 +77,17 @@ HONEST = [
              '                g = g.sum(axis=k, keepdims=True)\n'
              '        return g\n'),
         2: ('with exercise(2):\n'
-             '    with bugs.mystery(4):\n'
-             '        rep = at.gradcheck(loss_s, [zs, ws], feeds_s)\n'
-             '    culprit_id = rep.culprits[0].node_id\n'
-             '    culprit_input = rep.culprits[0].input_index\n'),
+             '    def div_culprits(graph):\n'
+             '        def reached(i):      # does a gradient reach node i? (it depends on an input)\n'
+             '            node = graph.nodes[i]\n'
+             "            return node.op == 'input' or any(reached(j) for j in node.inputs)\n"
+             '        out = []\n'
+             '        for node in graph.nodes:\n'
+             "            if node.op == 'div' and node.phase == 'forward':\n"
+             '                for k, i in enumerate(node.inputs):\n'
+             '                    if int(np.prod(graph.nodes[i].shape)) < int(np.prod(node.shape)) and reached(i):\n'
+             '                        out.append([node.id, k])\n'
+             '        return out\n'),
         3: ('with exercise(3):\n'
              '    def fixed_div_vjp(c, g):\n'
              '        a, b = c.inputs\n'
@@ -80,9 +105,16 @@ HONEST = [
              '        axes = tuple(k for k in range(len(shape)) if shape[k] == 1 < g.shape[k])\n'
              '        return g.sum(axis=axes, keepdims=True).reshape(shape) if axes else g.reshape(shape)\n'),
         2: ('with exercise(2):\n'
-             '    with bugs.mystery(4):\n'
-             '        rep = at.gradcheck(loss_s, [zs, ws], feeds_s)\n'
-             '    culprit_id, culprit_input = [(c.node_id, c.input_index) for c in rep.culprits][0]\n'),
+             '    def div_culprits(graph):\n'
+             '        blamed = set()\n'
+             '        for node in graph.nodes:\n'
+             "            if node.phase == 'forward' and node.op == 'div':\n"
+             '                for k, i in enumerate(node.inputs):\n'
+             '                    src = graph.nodes[i]\n'
+             '                    copies = node.size // max(src.size, 1)   # how many times the input was used\n'
+             "                    if copies > 1 and src.op != 'constant':\n"
+             '                        blamed.add((node.id, k))\n'
+             '        return sorted(blamed)\n'),
         3: ('with exercise(3):\n'
              '    def fixed_div_vjp(c, g):\n'
              '        a, b = c.inputs\n'
