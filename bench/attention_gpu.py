@@ -57,9 +57,9 @@ def build(b: int, t: int, d: int, h: int, seed: int = 0):
 
 
 def launches(plan) -> list:
-    """(pipeline, bind group, workgroups) of each of the plan's launches (a plan without bind_updates has no
-    indirect ones)."""
-    return [(pipe, bg, groups) for pipe, bg, groups, _ in plan._launch_commands()]
+    """(pipeline, bind group, workgroups) of each of the plan's own launches (a plan's own run has no indirect
+    ones: only a training layer's gate dispatches from arguments)."""
+    return [(pipe, bg, groups) for pipe, bg, groups, _ in plan.own.launched]
 
 
 def gpu_seconds(plan, launches, probe, reps: tuple[int, int] = (2, 12)) -> float:
@@ -120,7 +120,7 @@ def main() -> None:
         kernels = []
         for k, disp in enumerate(fused.dispatches):
             if disp.entry in PRODUCTS:
-                s = gpu_seconds(fused, [fused._encoded[k]], probe)
+                s = gpu_seconds(fused, [fused.encoded[k]], probe)
                 flops = PRODUCTS[disp.entry] * 2 * b * h * (t * (t + 1) / 2) * dh
                 kernels.append(f"{disp.entry} {s * 1e3:.3f} ms ({flops / s / 1e12:.1f} TFLOP/s)")
         try:

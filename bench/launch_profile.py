@@ -42,7 +42,7 @@ def main() -> None:
     for _ in range(5):
         tr.train_step(feeds)
     plan = tr.plan
-    cmds = plan._launch_commands()
+    cmds = tr.resident.recording.launched   # what the Trainer's steps record (its layer over the plan)
     probe = dev.create_buffer(size=16, usage=g.wgpu.BufferUsage.MAP_READ | g.wgpu.BufferUsage.COPY_DST)
     src = plan.buffers[plan.outputs[0]]
 

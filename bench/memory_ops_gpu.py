@@ -55,10 +55,10 @@ def ours(shapes, fn) -> tuple[float, int, list[str]]:
     g = plan.gpu
     probe = probe_buffer(g)
     out = plan.buffers[plan.outputs[0]]
-    time_dispatches(g, plan._encoded, 2, out, probe)
+    time_dispatches(g, plan.encoded, 2, out, probe)
     best = []
     for _ in range(3):
-        lo, hi = time_dispatches(g, plan._encoded, 3, out, probe), time_dispatches(g, plan._encoded, 23, out, probe)
+        lo, hi = time_dispatches(g, plan.encoded, 3, out, probe), time_dispatches(g, plan.encoded, 23, out, probe)
         best.append((hi - lo) / 20)
     nbytes = 4 * (sum(int(np.prod(s)) for s in shapes) + y.size)
     return float(np.median(best)), nbytes, [d.entry for d in plan.dispatches]

@@ -6,8 +6,8 @@ The block is built from registry ops only: layer_norm, matmul, causal softmax at
 (the mask is a constant used through ``where``), an exact-GELU MLP, residuals, an MSE
 loss, ``at.grad`` for the backward graph, and the SGD update ``p - lr * g`` as graph
 ops. On wgpu the updated parameters are bound back to the parameter buffers
-(``plan.bind_updates``), so a step uploads nothing (the batch is the same array object
-every step), records every dispatch into one encoder, submits once, and reads back
+(``wgpu_backend.resident_training(plan).bind_updates``), so a step uploads nothing (the batch is the same
+array object every step), records every dispatch into one encoder, submits once, and reads back
 only the loss — one host sync. The script prints those counts from ``plan.stats``.
 ``--profile`` times every dispatch alone; a fused elementwise chain shows as ``fused``
 with its ops joined by ``+``.
@@ -114,14 +114,14 @@ def torch_step_time(params: dict, X: np.ndarray, T: np.ndarray, heads: int, lr: 
     return (time.perf_counter() - t0) / steps, losses
 
 
-def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
+def profile(plan: wgpu_backend.Plan, launched: list, reps: tuple[int, int] = (1, 11)) -> None:
     """GPU time of each dispatch alone (difference of two repetition counts), summed per op."""
     g = plan.gpu
     probe = probe_buffer(g)
     out = plan.buffers[plan.outputs[0]]
 
     def batch(k: int, r: int) -> float:
-        return time_dispatches(g, [plan._encoded[k]], r, out, probe)
+        return time_dispatches(g, [plan.encoded[k]], r, out, probe)
 
     rows = []
     for k, d in enumerate(plan.dispatches):
@@ -136,7 +136,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     for _ in range(10):
         enc = g.device.create_command_encoder()
         cp = enc.begin_compute_pass()
-        for pipe, bg, groups, *_ in plan._launch_commands():
+        for pipe, bg, groups, *_ in launched:
             cp.set_pipeline(pipe)
             cp.set_bind_group(0, bg)
             cp.dispatch_workgroups(*groups)
@@ -145,7 +145,7 @@ def profile(plan: wgpu_backend.Plan, reps: tuple[int, int] = (1, 11)) -> None:
     enc_ms = (time.perf_counter() - t0) / 10 * 1e3
 
     def whole(r: int) -> float:
-        return time_dispatches(g, plan._launch_commands(), r, out, probe)
+        return time_dispatches(g, launched, r, out, probe)
 
     whole(1)
     gpu_step = min((whole(4) - whole(1)) / 3 for _ in range(3))
@@ -199,17 +199,18 @@ def main() -> None:
     plan = wgpu_backend.compile(g, [o.node_id for o in outputs])
     print(f"wgpu compile: {time.perf_counter() - t0:.2f} s; {len(plan.dispatches)} dispatches per step; "
           f"{(plan.bytes_owned + plan.bytes_pooled) / 2**20:.0f} MiB of device buffers")
-    plan.bind_updates({p[name]: new[name] for name in p})
+    step = wgpu_backend.resident_training(plan)   # parameters kept on the GPU between steps
+    step.bind_updates({p[name]: new[name] for name in p})
     feeds = {x: X, target: T}
-    first = plan.run(feeds, params={p[k]: v for k, v in params.items()})
+    first = step.run(feeds, params={p[k]: v for k, v in params.items()})
     wgpu_losses = [float(first[0])]
     print(f"wgpu first step (uploads everything): {plan.stats}")
     for _ in range(2):
-        wgpu_losses.append(float(plan.run(feeds)[0]))
+        wgpu_losses.append(float(step.run(feeds)[0]))
     t0 = time.perf_counter()
     per_step = []
     for _ in range(args.steps):
-        plan.run(feeds)
+        step.run(feeds)
         per_step.append(dict(plan.stats))
     t_wgpu = (time.perf_counter() - t0) / args.steps
     subs = sorted({s["submits"] for s in per_step})
@@ -219,7 +220,7 @@ def main() -> None:
           f"first 3 losses {np.round(wgpu_losses, 5).tolist()}")
 
     if args.profile:
-        profile(plan)
+        profile(plan, step.recording.launched)
 
     # --- PyTorch CUDA eager --------------------------------------------------------------------
     t_torch = None

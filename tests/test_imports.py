@@ -418,3 +418,18 @@ def test_a_planted_accumulation_bug_is_autograds_own_and_stays_in_its_block_and_
         t.join()
     assert other == ["add"]                              # another thread kept the true rule
     assert twice_used() == "add"                         # and so does this one, after the block
+
+
+def test_the_gpu_program_knows_nothing_of_the_training_layer_over_it() -> None:
+    """Issue 37: the compiled program (wgpu_program) and resident training (wgpu_resident) are apart. The layer
+    imports the program; the program, and everything it is made of, never imports the layer; only the backend's
+    face (wgpu_backend) names both. And no module of the backends is a knot: none is over 600 lines."""
+    pkg = "asgteach.backends."
+    importers = {m for m, _, t in EDGES if t == pkg + "wgpu_resident"}
+    assert importers == {pkg + "wgpu_backend"}, importers
+    assert (pkg + "wgpu_resident", pkg + "wgpu_program") in {(m, t) for m, _, t in EDGES}
+    program_reach = {t for m, _, t in EDGES if m == pkg + "wgpu_program"}
+    assert pkg + "wgpu_resident" not in program_reach and pkg + "wgpu_backend" not in program_reach
+    long = {m: n for m, p in MODULES.items() if m.startswith(pkg)
+            and (n := len(p.read_text(encoding="utf-8").splitlines())) > 600}
+    assert not long, f"backend modules over 600 lines: {long}"

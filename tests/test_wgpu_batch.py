@@ -95,18 +95,19 @@ def test_adamw_updates_run_batched_in_place_and_match_numpy_over_steps() -> None
         losses = [tr.train_step(feeds) for _ in range(5)]
         results[backend] = (losses, {k: np.asarray(v) for k, v in tr.params.items()}, tr)
     plan = results["wgpu"][2].plan
-    batches = _batches(plan)
-    assert batches and sum(la.count for la in batches) >= 6, [la.members for la in plan.launches]
+    resident = results["wgpu"][2].resident          # (the layer that runs the Trainer's steps: wgpu_resident)
+    batches = _batches(resident)
+    assert batches and sum(la.count for la in batches) >= 6, [la.members for la in resident.launches]
     assert all(la.dispatch.entry == "fused_batch" for la in batches)
     # (the gate adds its check and its arguments: two launches)
-    assert plan.stats["dispatches"] - plan.stats["gate_dispatches"] == len(plan.launches) < len(plan.dispatches)
+    assert plan.stats["dispatches"] - plan.stats["gate_dispatches"] == len(resident.launches) < len(plan.dispatches)
     assert plan.stats["gate_dispatches"] == 2
     np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
     for k, v in results["numpy"][1].items():
         np.testing.assert_allclose(results["wgpu"][1][k], v, rtol=2e-4, atol=2e-5, err_msg=k)
     # a second Trainer on the same plan structure batches the same way, and a re-bound plan re-batches
-    plan.bind_updates({})
-    assert _batches(plan)
+    resident.bind_updates({})
+    assert _batches(resident) and _batches(plan)
 
 
 @pytest.mark.gpu
@@ -122,10 +123,10 @@ def test_a_large_update_alone_writes_in_place_four_elements_per_thread() -> None
             tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend=backend, seed=1)
         feeds = {x: np.random.default_rng(2).standard_normal((16, 600)).astype(np.float32)}
         results[backend] = ([tr.train_step(feeds) for _ in range(3)], np.asarray(tr.params["w"]), tr)
-    plan = results["wgpu"][2].plan
-    update = [d for d in plan.dispatches if d.entry == "fused" and d.node.size == 300_000]
+    res = results["wgpu"][2].resident   # (the Trainer's layer over the plan runs the in-place update kernels)
+    update = [d for d in res.dispatches if d.entry == "fused" and d.node.size == 300_000]
     assert len(update) == 1 and "let i_3 = min(first + 768u, last);" in update[0].source
-    assert "(written into node" in plan.shader_for(update[0].node.id)
+    assert "(written into node" in res.shader_for(update[0].node.id)
     np.testing.assert_allclose(results["wgpu"][0], results["numpy"][0], rtol=2e-4, atol=1e-6)
     # Adam moves an element whose gradient is almost 0 by lr * m / (sqrt(v) + eps), where float32's rounding
     # of that tiny g matters: 22 of the 300 000 differ by up to 2e-4 (lr is 1e-2), one element per thread too
@@ -169,6 +170,6 @@ def test_a_second_trainer_of_the_same_shapes_reuses_the_launches() -> None:
             tr = at.Trainer(loss, optimizer=at.optim.AdamW(lr=1e-2), backend="wgpu", seed=3)
         feeds = {x: np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)}
         losses.append([tr.train_step(feeds) for _ in range(3)])
-        plans.append(tr.plan)
+        plans.append(tr.resident)   # (what the Trainer's steps record: the layer over its plan)
     assert plans[1].launches is plans[0].launches and _batches(plans[1])
     np.testing.assert_array_equal(losses[0], losses[1])

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import asgteach as at
-from asgteach.backends import wgpu_backend, wgpu_device
+from asgteach.backends import wgpu_backend, wgpu_device, wgpu_program
 from asgteach.backends import wgpu_plan_cache as plan_cache
 from asgteach.ops import GPU, OpSpec, registered
 
@@ -82,7 +82,7 @@ def test_a_second_trainer_reuses_the_plan_and_trains_exactly_like_a_fresh_one() 
     first = train()
     second = train()
     assert plan_cache.stats == {"hits": 1, "misses": 1, "update_hits": 1, "update_misses": 1}
-    assert second[2].plan.in_place == first[2].plan.in_place and second[2].plan.in_place
+    assert second[2].resident.in_place == first[2].resident.in_place and second[2].resident.in_place
     plan_cache.clear()
     fresh = train()
     assert plan_cache.stats["misses"] == 1 and plan_cache.stats["hits"] == 0
@@ -137,7 +137,7 @@ def test_a_patched_op_the_tile_or_an_edited_shader_forget_the_plan(monkeypatch: 
     assert plan_cache.stats["misses"] == 2
     _compile_and_run()   # the original spec is back: its plan is still there
     assert plan_cache.stats["hits"] == 1
-    monkeypatch.setattr(wgpu_backend, "shaders_stamp", lambda: (("matmul.wgsl", 1, 1),))   # a file changed
+    monkeypatch.setattr(wgpu_program, "shaders_stamp", lambda: (("matmul.wgsl", 1, 1),))   # a file changed
     _compile_and_run()
     assert plan_cache.stats["misses"] == 3
     monkeypatch.setenv("ASGTEACH_WGPU_MATMUL_TILE", "64x64x16x4x4")

@@ -214,17 +214,18 @@ def test_bound_updates_write_in_place_when_nothing_reads_the_old_value_later() -
         p_new = p - 0.05 * m_new
     X, P = _u((6, 11), 1), _u((11, 4), 2)
     plan = wgpu_backend.compile(loss.graph, [loss.node_id, p_new.node_id, m_new.node_id])
-    plan.bind_updates({p: p_new, m: m_new})
-    assert plan.in_place == {(p_new.node_id, p.node_id), (m_new.node_id, m.node_id)}
-    assert "updated in place" in plan.shader_for(p_new)
+    res = wgpu_backend.resident_training(plan)
+    res.bind_updates({p: p_new, m: m_new})
+    assert res.in_place == {(p_new.node_id, p.node_id), (m_new.node_id, m.node_id)}
+    assert "updated in place" in res.shader_for(p_new) and "updated in place" not in plan.shader_for(p_new)
     cur = {p: P, m: np.zeros((11, 4))}
     for step in range(3):
         first = {p: P.astype(np.float32), m: np.zeros((11, 4), np.float32)}
-        (lo, _, _) = plan.run({x: X.astype(np.float32)}, params=first if step == 0 else None)
+        (lo, _, _) = res.run({x: X.astype(np.float32)}, params=first if step == 0 else None)
         want, np_, nm = at.run([loss, p_new, m_new], {x: X, **cur}, backend="numpy")
         np.testing.assert_allclose(lo, want, rtol=1e-5)
         cur = {p: np_, m: nm}
-    held = plan.read_params()
+    held = res.read_params()
     np.testing.assert_allclose(held["p"], cur[p], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(held["m"], cur[m], rtol=1e-5, atol=1e-6)
 
@@ -235,12 +236,13 @@ def test_bound_updates_keep_the_copy_when_the_old_value_is_read_after_the_update
         p_new = p - 0.5 * x
         late = p_new @ at.transpose(p)   # another kernel reads p (and p_new) after p_new is computed
     plan = wgpu_backend.compile(late.graph, [late.node_id, p_new.node_id])
-    plan.bind_updates({p: p_new})
-    assert not plan.in_place
+    res = wgpu_backend.resident_training(plan)
+    res.bind_updates({p: p_new})
+    assert not res.in_place
     X, P = _u((4, 3), 1), _u((4, 3), 2)
     cur = P
     for step in range(2):
-        (got, _) = plan.run({x: X.astype(np.float32)}, params={p: P.astype(np.float32)} if step == 0 else None)
+        (got, _) = res.run({x: X.astype(np.float32)}, params={p: P.astype(np.float32)} if step == 0 else None)
         want, nxt = at.run([late, p_new], {x: X, p: cur}, backend="numpy")
         assert got.shape == (4, 4)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -254,12 +256,13 @@ def test_an_update_read_by_its_own_kernel_may_still_be_in_place() -> None:
         p_new = p - 0.5 * x
         late = p_new * p
     plan = wgpu_backend.compile(late.graph, [late.node_id, p_new.node_id])
-    plan.bind_updates({p: p_new})
-    assert plan.in_place == {(p_new.node_id, p.node_id)} and len(plan.dispatches) == 1
+    res = wgpu_backend.resident_training(plan)
+    res.bind_updates({p: p_new})
+    assert res.in_place == {(p_new.node_id, p.node_id)} and len(res.dispatches) == len(plan.dispatches) == 1
     X, P = _u((4, 3), 1), _u((4, 3), 2)
     cur = P
     for step in range(3):
-        (got, _) = plan.run({x: X.astype(np.float32)}, params={p: P.astype(np.float32)} if step == 0 else None)
+        (got, _) = res.run({x: X.astype(np.float32)}, params={p: P.astype(np.float32)} if step == 0 else None)
         want, nxt = at.run([late, p_new], {x: X, p: cur}, backend="numpy")
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         cur = nxt

@@ -64,10 +64,11 @@ def test_bound_updates_train_on_device_like_numpy() -> None:
     g, x, w, b, loss, new_w, new_b = _mlp()
     X, W, B = _arrays(1)
     plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
-    plan.bind_updates({w: new_w, b: new_b})
-    losses = [plan.run({x: X}, params={w: W, b: B})]
+    resident = wgpu_backend.resident_training(plan)
+    resident.bind_updates({w: new_w, b: new_b})
+    losses = [resident.run({x: X}, params={w: W, b: B})]
     for _ in range(4):
-        losses.append(plan.run({x: X}))
+        losses.append(resident.run({x: X}))
         assert plan.stats["uploads"] == 0 and plan.stats["submits"] == 1 and plan.stats["host_syncs"] == 1
     assert all(out[1] is None and out[2] is None for out in losses), "bound outputs stay on the device"
     cur = {w: W.astype(np.float64), b: B.astype(np.float64)}
@@ -75,8 +76,15 @@ def test_bound_updates_train_on_device_like_numpy() -> None:
         lo, nw, nb = at.run([loss, new_w, new_b], {x: X.astype(np.float64), **cur}, backend="numpy")
         np.testing.assert_allclose(out[0], lo, rtol=1e-5)
         cur = {w: nw, b: nb}
-    held = plan.read_params()
+    held = resident.read_params()
     np.testing.assert_allclose(held["w"], cur[w], rtol=1e-5, atol=1e-6)
+    # the plan underneath is as compiled: its own run reads every output back and writes no update (the
+    # parameter's buffer holds what this run was fed)
+    out = plan.run({x: X}, params={w: W, b: B})
+    assert all(o is not None for o in out)
+    want = at.run([loss, new_w], {x: X.astype(np.float64), w: W, b: B}, backend="numpy")
+    np.testing.assert_allclose(out[1], want[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(resident.read_params()["w"], W, rtol=0, atol=0)
 
 
 @pytest.mark.gpu
@@ -203,7 +211,7 @@ def test_plan_rewrites_reshapes_transposes_and_batched_weight_gradients() -> Non
 
 @pytest.mark.gpu
 def test_commands_recorded_ahead_follow_new_feeds_and_a_later_bind_updates() -> None:
-    """run() records the next run's commands early: new feeds and bind_updates must still take effect."""
+    """run() records the next run's commands early: new feeds, and a resident layer's updates, still take effect."""
     g, x, w, b, loss, new_w, new_b = _mlp()
     X, W, B = _arrays(2)
     plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
@@ -213,11 +221,36 @@ def test_commands_recorded_ahead_follow_new_feeds_and_a_later_bind_updates() -> 
     want = at.run([loss, new_w, new_b], {x: X2, w: W, b: B}, backend="numpy")
     for o, r in zip(out, want):
         np.testing.assert_allclose(o, r, rtol=1e-5, atol=1e-6)
-    plan.bind_updates({w: new_w, b: new_b})   # changes the copies at the end of a run
-    first = plan.run({x: X2})
+    resident = wgpu_backend.resident_training(plan)
+    resident.bind_updates({w: new_w, b: new_b})   # its runs copy the updates at the end
+    first = resident.run({x: X2}, params={w: W, b: B})
     assert first[1] is None
-    second = plan.run({x: X2})
+    second = resident.run({x: X2})
     nw, nb = want[1], want[2]
     lo2 = at.run(loss, {x: X2, w: nw, b: nb}, backend="numpy")
     np.testing.assert_allclose(first[0], want[0], rtol=1e-5)
     np.testing.assert_allclose(second[0], lo2, rtol=1e-5)
+
+
+def test_numpy_plans_say_they_keep_no_training_state_on_a_device() -> None:
+    """The Trainer asks every backend through one Protocol (common.ResidentTraining); numpy answers None."""
+    g, x, w, b, loss, new_w, new_b = _mlp()
+    for backend in ("numpy", "reference"):
+        plan = at.compile([loss], backend=backend)
+        assert at.backends.resident_training(plan) is None
+    tr = at.Trainer(loss, optimizer=at.optim.SGD(lr=0.1), seed=0)
+    assert tr.resident is None
+
+
+@pytest.mark.gpu
+def test_a_wgpu_plan_gets_its_training_layer_through_the_protocol_and_is_not_changed_by_it() -> None:
+    from asgteach.backends.common import ResidentTraining
+
+    g, x, w, b, loss, new_w, new_b = _mlp()
+    plan = wgpu_backend.compile(g, [loss.node_id, new_w.node_id, new_b.node_id])
+    before = (list(plan.dispatches), [s for s in plan.encoded], str(plan.passes))
+    res = at.backends.resident_training(plan)
+    assert isinstance(res, ResidentTraining) and res.plan is plan
+    res.bind_updates({w: new_w, b: new_b})
+    assert (list(plan.dispatches), [s for s in plan.encoded], str(plan.passes)) == before
+    assert not hasattr(plan, "bind_updates") and not hasattr(plan, "read_params")

@@ -36,7 +36,7 @@ from ..ops.registry import generation as ops_generation
 from ..tensor import Tensor
 from .common import FeedError, KernelError, NumericsError, resolve_feeds  # noqa: F401
 
-__all__ = ["get_backend", "available", "describe", "run", "compile", "mode_inputs", "mode_feeds",
+__all__ = ["get_backend", "available", "describe", "run", "compile", "resident_training", "mode_inputs", "mode_feeds",
            "BackendUnavailable", "FeedError", "KernelError", "NumericsError"]
 
 _MODULES = {"numpy": "asgteach.backends.numpy_backend", "wgpu": "asgteach.backends.wgpu_backend",
@@ -152,6 +152,13 @@ def compile(outputs: Sequence[Tensor], backend: str = "numpy", optimize: bool = 
         plan = module.compile(graph, ids) if optimize else module.compile(graph, ids, optimize=False)
         plans[key] = plan
     return plan
+
+
+def resident_training(plan: Any) -> Any:
+    """The layer that keeps ``plan``'s parameters and optimizer state on its device between runs
+    (:class:`common.ResidentTraining`), asked of the plan's backend; None where it has none (numpy).
+    A Trainer asks this once, and then runs its steps through the layer."""
+    return get_backend(plan.backend).resident_training(plan)
 
 
 def mode_inputs(graph: Graph, ids: Sequence[int]) -> list[Node]:

@@ -2,7 +2,9 @@
 
 A backend is a module with a ``NAME`` and a ``compile(graph, outputs) -> Plan``; a Plan has
 ``run(feeds, ...) -> list of arrays`` (:class:`Backend` and :class:`Plan` below spell it out
-as Protocols: ``asgteach.backends.reference`` is the shortest thing that does the same job).
+as Protocols: ``asgteach.backends.reference`` is the shortest thing that does the same job). One
+capability is optional, and asked for through the backend: :class:`ResidentTraining`, training state
+kept on a device between runs (``resident_training(plan)``: wgpu's layer, or None).
 Feeds arrive the same way on every backend — ``{Tensor or name: array}`` — and are checked
 the same way, with the same messages, by the functions here:
 
@@ -23,8 +25,8 @@ import numpy as np
 from ..graph import Graph, Node, source_line_text
 from ..tensor import Tensor
 
-__all__ = ["Backend", "Plan", "FeedError", "NumericsError", "KernelError", "resolve_feeds", "fed_twice_error",
-           "feed_array", "missing_feed_error", "created_at"]
+__all__ = ["Backend", "Plan", "ResidentTraining", "FeedError", "NumericsError", "KernelError", "resolve_feeds",
+           "fed_twice_error", "feed_array", "missing_feed_error", "created_at"]
 
 
 @runtime_checkable
@@ -41,6 +43,32 @@ class Plan(Protocol):
 
 
 @runtime_checkable
+class ResidentTraining(Protocol):
+    """A layer over a Plan that keeps parameters and optimizer state where the plan computes (a GPU's memory)
+    between runs, so a training step ships only its batch: the one capability a Trainer asks a backend for
+    (``backends.resident_training(plan)``; ``wgpu_resident`` has it, numpy's plans compute in host memory
+    and say they have none)."""
+
+    def bind_updates(self, updates: Mapping[Any, Any]) -> None:
+        """After each run, the output ``new`` replaces the leaf ``old`` on the device ({old: new})."""
+        ...
+
+    def run(self, feeds: Mapping[Any, Any] | None = None, params: Mapping[Any, Any] | None = None,
+            dtype: Any = None, on_nan: str = "raise") -> list[np.ndarray | None]:
+        """One run with the updates applied on the device (None for the outputs bound to a leaf)."""
+        ...
+
+    @property
+    def updates_skipped(self) -> bool:
+        """Whether the last run's updates were refused (a value that is not finite, found on the device)."""
+        ...
+
+    def read_params(self) -> dict[str, np.ndarray]:
+        """The device values of the leaves it holds, by name."""
+        ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """A backend module: ``numpy_backend`` and ``wgpu_backend`` are two (``isinstance`` works on modules)."""
 
@@ -48,6 +76,10 @@ class Backend(Protocol):
 
     def compile(self, graph: Graph, outputs: list[int]) -> Plan:
         """Everything that does not depend on the numbers, done once for these outputs (node ids)."""
+        ...
+
+    def resident_training(self, plan: Plan) -> ResidentTraining | None:
+        """The layer that keeps ``plan``'s training state on its device, or None where there is none."""
         ...
 
 

@@ -32,7 +32,7 @@ from ..graph import Graph
 from .common import FeedError, KernelError, NumericsError, feed_array, missing_feed_error, resolve_feeds  # noqa: F401
 from .numpy_plan import Plan
 
-__all__ = ["NAME", "compile", "Plan"]
+__all__ = ["NAME", "compile", "Plan", "resident_training"]
 
 NAME = "numpy"
 
@@ -40,3 +40,9 @@ NAME = "numpy"
 def compile(graph: Graph, outputs: list[int]) -> Plan:  # noqa: A001 - the verb every backend uses
     """Compile the outputs (node ids) of ``graph`` into a :class:`Plan`."""
     return Plan(graph, outputs)
+
+
+def resident_training(plan: Plan) -> None:
+    """None: a numpy plan computes in host memory, where the Trainer keeps its parameters and optimizer
+    state anyway; there is no device copy to keep current (``common.ResidentTraining``)."""
+    return None

@@ -26,7 +26,7 @@ from ..graph import Graph
 from ..ops.registry import spec
 from .common import feed_array, missing_feed_error, resolve_feeds
 
-__all__ = ["interpret", "compile", "Plan", "NAME"]
+__all__ = ["interpret", "compile", "Plan", "NAME", "resident_training"]
 
 NAME = "reference"
 
@@ -100,3 +100,8 @@ class Plan:
 def compile(graph: Graph, outputs: list[int]) -> Plan:  # noqa: A001 - the verb every backend uses
     """A :class:`Plan` for the outputs (node ids) of ``graph``."""
     return Plan(graph, outputs)
+
+
+def resident_training(plan: Plan) -> None:
+    """None: the interpreter keeps nothing between runs (``common.ResidentTraining``)."""
+    return None

@@ -13,7 +13,7 @@ output). This module writes the kernel for one chain, from ``shaders/fused.wgsl`
 * the root's value is written; so is every member that was asked for as an output of the
   plan (a *store*: an optimizer's new ``m`` and ``v`` are read by the parameter's update
   and returned too, so one kernel computes all three);
-* a member that updates a leaf *in place* (``Plan.bind_updates``: the new parameter goes
+* a member that updates a leaf *in place* (``ResidentTraining.bind_updates``, ``wgpu_resident``: the new parameter goes
   straight into the old one's buffer) reads that leaf from its own output binding: each
   thread reads element i before it writes element i, so no other thread is disturbed.
 

@@ -15,17 +15,43 @@ drivers and Mesa's lavapipe (a CPU implementation of Vulkan, Debian package
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import re
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from ..fdcapture import captured_stderr
 from ..resources import shader_source, shaders_dir
 from .wgpu_ffi import speed_up
 
-__all__ = ["Gpu", "gpu", "check_available", "describe", "shaders_stamp", "NO_ADAPTER_HELP"]
+__all__ = ["Gpu", "gpu", "check_available", "describe", "shaders_stamp", "NO_ADAPTER_HELP", "GPU_LOCK",
+           "collector_paused"]
+
+#: Held while a plan talks to the GPU (compile, run, bind_updates, read_params). One plan's run writes its
+#: feeds into its buffers, submits, and maps its staging buffer; a second thread doing the same on
+#: the same plan at the same time would map a buffer that is still mapped (wgpu panics and takes the
+#: process, and a Jupyter kernel, with it). The GPU runs one submit after the other anyway, so taking
+#: turns costs nothing. Re-entrant: the NaN explanation of a run reads the parameters back.
+GPU_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cycle collector paused while a plan is built (as the numpy plan does): lowering a large graph
+    makes tens of thousands of small objects, none in a cycle, and the collector would rescan them again and
+    again (about a fifth of a 10,000-parameter Trainer's build)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 NO_ADAPTER_HELP = (
     "the wgpu backend needs a Vulkan adapter. On Debian/Ubuntu without a GPU, install Mesa's CPU "

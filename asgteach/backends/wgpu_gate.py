@@ -18,7 +18,7 @@ written in place is copied by a kernel dispatched the same way (``gate_copy.wgsl
 is read back with the outputs, so the host learns it without an extra sync, and raises.
 
 This module is the pure part: which launches are updates, which buffers to check, and the check
-kernel's WGSL. ``wgpu_backend.Plan`` creates the buffers and records the launches.
+kernel's WGSL. ``wgpu_resident`` (the training layer over a plan) creates the buffers and records the launches.
 
 A value the updates read that is computed *after* the first update kernel (a split sum's last
 stage waits until just before the update that reads it, see ``wgpu_batch``) is checked through

@@ -7,10 +7,10 @@ node; the optimised plan's passes (``wgpu_passes``) call the variants below
 (:func:`matmul_dispatches`' transposed reads and epilogues, :func:`reduce_dispatches`' product, ...) for the
 nodes they rewrite.
 
-A :class:`Dispatch` says which kernel (family file, entry point, filled-in WGSL), which
-64-word uniform block (shapes, strides, counts), which values sit at which binding, and
-how many workgroups to launch. Nothing here touches the GPU: the Plan turns dispatches
-into pipelines and bind groups once, at compile time.
+A :class:`Dispatch` (``wgpu_dispatch``, with the stride and uniform-block arithmetic every family
+shares) says which kernel, which uniform block, which values sit at which binding, and how many
+workgroups to launch. Nothing here touches the GPU: the Plan turns dispatches into pipelines and
+bind groups once, at compile time.
 
 The trick that keeps the kernels few and general is *strides*. A tensor is a flat,
 row-major buffer; reading it "as if" it had another shape only changes the stride list:
@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import functools
 import math
-import struct
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -34,130 +32,15 @@ from ..graph import Graph, Node
 from ..ops.registry import spec, wgsl_input_names
 from ..ops.shape import decode_index
 from .wgpu_device import family_source, shader_text
+from .wgpu_dispatch import (MAX_DIMS, MAX_GROUPS, NAN_BITS, WG_LINEAR, Dispatch, UnsupportedOnGpu,  # noqa: F401 (named here too)
+                            broadcast_strides, check_rank, collapse, contiguous_strides, family_of, fbits, formula,
+                            groups_for, index_bound_of, reduce_entry, reduced_axes_of, uniform_words)
 from .wgpu_matmul import CAUSAL_TILE, FALLBACK_TILES, Tile, matmul_source, rows_outermost, swap_zero
 
 __all__ = ["Dispatch", "lower", "matmul_dispatches", "reduce_dispatches", "layer_norm_dispatches", "gemm",
            "UnsupportedOnGpu", "MAX_DIMS", "MIN_GROUPS", "NAN_BITS", "WG_LINEAR", "FAMILIES", "family_of",
            "reduce_entry", "reduced_axes_of", "index_bound_of", "ew_expr", "ew_function", "ew_params", "ew_attr_values",
            "ew_variant", "ew_load", "elementwise_source", "uniform_words", "fbits", "groups_for"]
-
-MAX_DIMS = 8
-NAN_BITS = 0x7FC00000
-WG_LINEAR = 256          # threads per workgroup of the one-thread-per-element kernels
-_MAX_GROUPS = 65535
-
-
-class UnsupportedOnGpu(ValueError):
-    """A node that the WGSL kernels cannot express (too many dims after simplification...)."""
-
-
-# --- an op's GPU facts: the only place the backend reads them from its record --------------------
-def family_of(op: str) -> str | None:
-    """The kernel family (a file of ``shaders/``) that computes ``op``: "elementwise", "reduce", "matmul"..."""
-    return spec(op).gpu.kernel
-
-
-def reduce_entry(op: str) -> str:
-    """Which kernel of reduce.wgsl reduces for ``op`` (sum_to and sum share "sum"; default: the op's name)."""
-    return spec(op).gpu.entry or op
-
-
-def reduced_axes_of(op: str) -> Callable[..., Any] | None:
-    """For a reduce-family op: the axes it reduces, as a function of its input's shape and attributes."""
-    return spec(op).gpu.reduced_axes
-
-
-def index_bound_of(op: str) -> Callable[..., int] | None:
-    """For ops that read integer row ids: how many rows there are (checked on the host before a run)."""
-    return spec(op).gpu.index_bound
-
-
-def _formula(op: str) -> Any:
-    """An elementwise op's WGSL formula (a string, or a function of its attributes returning one)."""
-    return spec(op).gpu.expr
-
-
-@dataclass
-class Dispatch:
-    """One kernel launch for one node (a node may need several, e.g. fill then scatter)."""
-
-    node: Node
-    key: tuple                 # pipeline cache key: (op, dtype, variant)
-    source: str
-    entry: str
-    params: np.ndarray         # 64 x u32 uniform words
-    binds: dict[int, int]      # binding number -> node id whose buffer goes there (< 0: a scratch buffer)
-    groups: tuple[int, int, int]
-    scratch: dict[int, int] | None = None   # scratch id -> bytes, for multi-stage kernels
-    stores: tuple[int, ...] = ()            # binding numbers that are WRITTEN besides 1 (a chain's extra outputs)
-    parts: dict[str, str] | None = None     # a fused chain's filled-in template parts (wgpu_batch writes slots)
-    batch: str | None = None                # what wgpu_batch may batch it as: "chain", or "partials" (the
-                                            # last stage of a split sum: binding 1 its partials, 2 the sums)
-
-
-def fbits(x: float) -> int:
-    return struct.unpack("<I", struct.pack("<f", float(x)))[0]
-
-
-def contiguous_strides(shape: tuple) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(shape):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
-
-
-def broadcast_strides(shape: tuple, out_shape: tuple) -> list[int]:
-    """Strides to read an array of ``shape`` as if broadcast to ``out_shape`` (0 = repeated)."""
-    pad = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
-    st = contiguous_strides(pad)
-    return [0 if s == 1 and o != 1 else st[i] for i, (s, o) in enumerate(zip(pad, out_shape))]
-
-
-def collapse(shape: tuple, *strides: list[int]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 axes and merge neighbours that every operand walks contiguously.
-
-    (4, 3) read with strides (3, 1) is the same walk as (12,) with stride 1; fewer axes
-    means fewer divisions per element in the kernel, and any rank fits the uniform.
-    """
-    dims = [(d, [s[i] for s in strides]) for i, d in enumerate(shape) if d != 1]
-    out: list[tuple[int, list[int]]] = []
-    for d, st in dims:
-        if out:
-            pd, pst = out[-1]
-            if all(ps == s * d for ps, s in zip(pst, st)):
-                out[-1] = (pd * d, st)
-                continue
-        out.append((d, st))
-    new_shape = [d for d, _ in out]
-    return new_shape, [[st[k] for _, st in out] for k in range(len(strides))]
-
-
-def groups_for(n_groups: int) -> tuple[int, int, int]:
-    """A 2-D grid holding ``n_groups`` workgroups (each grid axis holds at most 65535)."""
-    n_groups = max(1, n_groups)
-    x = min(n_groups, _MAX_GROUPS)
-    return x, math.ceil(n_groups / x), 1
-
-
-def uniform_words(**words: Any) -> np.ndarray:
-    """The 64 u32 words of a dispatch's uniform block: ``w8=[...]`` puts a list from word 8 on."""
-    p = np.zeros(64, dtype=np.uint32)
-    for k, v in words.items():
-        at = int(k[1:])
-        vals = v if isinstance(v, (list, tuple)) else [v]
-        for j, x in enumerate(vals):
-            p[at + j] = np.uint32(int(x) & 0xFFFFFFFF)
-    return p
-
-
-def _check_rank(node: Node, shape: list) -> None:
-    if len(shape) > MAX_DIMS:
-        raise UnsupportedOnGpu(
-            f"{node.op} (node #{node.id} '{node.name}') needs {len(shape)} non-mergeable axes; the WGSL kernels "
-            f"take at most {MAX_DIMS}. Reshape to fewer axes, or run it with backend='numpy'."
-        )
-
 
 # --- elementwise ---------------------------------------------------------------------------
 # An elementwise op brings its own formula: ``OpSpec.gpu.expr``, one WGSL expression of its
@@ -166,7 +49,7 @@ def _check_rank(node: Node, shape: list) -> None:
 # every op, so a new op (a student's softsign) runs on the GPU with no change here.
 def ew_expr(node: Node) -> str:
     """The WGSL formula of an elementwise node (an op whose formula depends on an attribute computes it)."""
-    expr = _formula(node.op)
+    expr = formula(node.op)
     return expr(**node.attrs) if callable(expr) else str(expr)
 
 
@@ -217,7 +100,7 @@ def _elementwise(g: Graph, node: Node) -> list[Dispatch]:
     out = node.shape
     strides = [broadcast_strides(x.shape, out) for x in ins]
     shape, sts = collapse(out, *strides)
-    _check_rank(node, shape)
+    check_rank(node, shape)
     flags = sum(1 << k for k, x in enumerate(ins) if x.shape == out)
     words: dict[str, Any] = {"w0": node.size, "w1": len(shape), "w2": NAN_BITS, "w5": flags, "w8": shape}
     for k, st in enumerate(sts):
@@ -295,8 +178,8 @@ def reduce_dispatches(g: Graph, node: Node, product: tuple[int, int] | None = No
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i not in axes),
                               [s for i, s in enumerate(st) if i not in axes])
     ishape, (ist,) = collapse(tuple(x.shape[a] for a in axes), [st[a] for a in axes])
-    _check_rank(node, oshape)
-    _check_rank(node, ishape)
+    check_rank(node, oshape)
+    check_rank(node, ishape)
     n_out, n_red = node.size, int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
     scale = 1.0 / n_red if n_red else math.nan   # mean and var divide by it (the mean of nothing is NaN)
     per_group = _per_group(n_out, n_red, ist)
@@ -365,7 +248,7 @@ def _segmented(node: Node, entry: str, src: str, n_out: int, length: int, scale:
 def _copy(node: Node, src: int, shape: tuple, in_st: list[int], in_base: int, out_st: list[int],
           out_base: int, variant: str) -> Dispatch:
     cshape, (ist, ost) = collapse(shape, in_st, out_st)
-    _check_rank(node, cshape)
+    check_rank(node, cshape)
     n = int(np.prod(shape, dtype=np.int64))
     words = uniform_words(w0=n, w1=len(cshape), w2=in_base, w3=out_base, w8=cshape, w16=ist, w24=ost)
     return Dispatch(node, ("copy", "u32", variant), family_source("copy"), "copy", words, {1: src, 2: node.id},
@@ -432,7 +315,7 @@ def _softmax(g: Graph, node: Node, causal: bool = False) -> list[Dispatch]:
     st = contiguous_strides(x.shape)
     oshape, (ost,) = collapse(tuple(d for i, d in enumerate(x.shape) if i != axis),
                               [s for i, s in enumerate(st) if i != axis])
-    _check_rank(node, oshape)
+    check_rank(node, oshape)
     length = x.shape[axis]
     rows = node.size // max(length, 1)
     per_group = length >= 32 or rows < 2048
@@ -503,8 +386,8 @@ def matmul_dispatches(g: Graph, node: Node, tile: Tile, operands: Any = None, ou
     if len(bshape) > 6:
         raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {len(bshape)} batch axes; at most 6 are supported")
     nb = int(np.prod(batch, dtype=np.int64))
-    if nb > _MAX_GROUPS:
-        raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {_MAX_GROUPS} are supported")
+    if nb > MAX_GROUPS:
+        raise UnsupportedOnGpu(f"matmul (node #{node.id}) has {nb} batches; at most {MAX_GROUPS} are supported")
     if (bias is not None or resid is not None or mat is not None or scale is not None) and out_view is not None:
         raise ValueError(f"matmul (node #{node.id}): an epilogue needs C written contiguously")
     return [gemm(node, tile, m, n, k, nb, bshape, sa, sb, a_view, b_view, node.id, lda, ldb, sc, ldc, bias, resid,

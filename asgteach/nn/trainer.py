@@ -29,7 +29,7 @@ import numpy as np
 
 from ..autograd import grad
 from ..backends import compile as _compile
-from ..backends import mode_feeds, mode_inputs
+from ..backends import mode_feeds, mode_inputs, resident_training
 from ..backends.common import FeedError, NumericsError, resolve_feeds
 from ..backends.nonfinite import first_nonfinite
 from ..ops.leaves import input as _input
@@ -118,9 +118,10 @@ class Trainer:
             # Buffers are not kept there: their next values are computed in the forward pass, before
             # the device's NaN check (wgpu_gate) that guards the updates, so they are read back with
             # the loss and fed again (a few numbers per channel), and a refused step keeps them too.
-            self._device_held = hasattr(self._plan, "bind_updates")
-            if self._device_held:
-                self._plan.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
+            self._resident = resident_training(self._plan)   # (common.ResidentTraining, or None: numpy)
+            self._device_held = self._resident is not None
+            if self._resident is not None:
+                self._resident.bind_updates(dict(zip(self._targets, (t.node_id for t in self._outputs[1:]))))
         except BaseException:
             first.result()   # a bad initial value was the first error before it moved to a thread: still is
             raise
@@ -139,6 +140,12 @@ class Trainer:
         """The compiled training step: outputs are [loss, new parameters..., new optimizer state..., next
         buffers...]."""
         return self._plan
+
+    @property
+    def resident(self) -> Any:
+        """The layer that keeps the parameters and optimizer state on the plan's device between steps
+        (``backends.resident_training``: wgpu's), or None (numpy: they live in host memory)."""
+        return self._resident
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -166,7 +173,7 @@ class Trainer:
     def _sync(self) -> None:
         """Fetch parameters and optimizer state from the device when they changed there."""
         if self._device_held and self._stale:
-            held = self._plan.read_params()
+            held = self._resident.read_params()
             for nid in self._targets:
                 self._values[nid] = held[self.graph.nodes[nid].name].astype(self.dtype)
             self._stale = False
@@ -214,9 +221,9 @@ class Trainer:
         all_feeds = {**self._cast(feeds), **self.random_feeds(True), **held,
                      self.lr_input.node_id: np.asarray(lr, self.dtype),
                      self.step_input.node_id: np.asarray(self.step + 1, self.dtype)}
-        outs = self._plan.run(all_feeds, on_nan="ignore")
-        if self._device_held:   # the device checked the gradients; the loss comes back to the host
-            refuse = bool(self._plan.stats.get("updates_skipped", 0)) or not np.isfinite(outs[0])
+        outs = (self._resident or self._plan).run(all_feeds, on_nan="ignore")
+        if self._resident is not None:   # the device checked the gradients; the loss comes back to the host
+            refuse = self._resident.updates_skipped or not np.isfinite(outs[0])
         else:                   # every output here: the loss, the new parameters and the new state
             refuse = not _all_finite(outs)
         if refuse:

@@ -1,4 +1,5 @@
-"""In-place updates (``plan.bind_updates``): a fused update kernel writes the new parameter into the old one's buffer.
+"""In-place updates (``wgpu_resident``'s ``bind_updates``): a fused update kernel writes the new parameter into
+the old one's buffer.
 
 What it rewrites. An optimizer's update ``p_new = p - lr * ...`` (with ``m`` and ``v``) is
 one fused chain that reads ``p`` at each thread's own index. When no later kernel reads
