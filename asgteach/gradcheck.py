@@ -146,8 +146,8 @@ class GradcheckReport:
                 lines.append("  the backward rule that is wrong:")
                 lines.extend(f"    {c}" for c in self.culprits)
             elif not self.kinks:
-                lines.append("  every node's own rule checks out locally; look at how gradients are combined "
-                             "(accumulation at fan-out) or at kinks (relu/abs/max at exactly 0 or a tie)")
+                lines.append("  every node's own rule checks out locally: what is wrong is how the rules' results are "
+                             "put together, or a kink (relu/abs/max at exactly 0 or a tie)")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
