@@ -150,53 +150,66 @@ def test_jvp_by_transposition_catches_a_missing_tangent_and_a_forgotten_input() 
         lesson10.jvp_by_transposition_check(first_input_only)
 
 
-# --- lesson 10b, exercise 3: per-example gradients with at.vmap --------------------------------------------
+# --- lesson 10b, exercise 3: DP-SGD's clipped sum of per-example gradients, with at.vmap --------------------------
 
-def by_vmap(loss_fn, w: at.Tensor, X: at.Tensor, Y: at.Tensor) -> at.Tensor:
+def _per_example(loss_fn, w, X, Y):
     return at.vmap(lambda x, y: at.grad(loss_fn(w, x, y), w))(X, Y)
 
 
-def test_per_example_grads_passes_on_vmap_and_on_a_copy_of_w_per_example() -> None:
-    lesson10b.per_example_grads_check(by_vmap)
-
-    def copies_of_w(loss_fn, w, X, Y):
-        W = at.broadcast_to(w, (X.shape[0], *w.shape))
-        return at.grad(at.sum(at.vmap(loss_fn)(W, X, Y)), W)
-
-    lesson10b.per_example_grads_check(copies_of_w)
+def by_vmap(loss_fn, w: at.Tensor, X: at.Tensor, Y: at.Tensor, C: at.Tensor) -> at.Tensor:
+    G = _per_example(loss_fn, w, X, Y)
+    axes = tuple(range(1, G.ndim))
+    norms = at.sqrt(at.sum(G * G, axis=axes, keepdims=True))
+    return at.sum(G * at.minimum(1.0, C / norms), axis=0)
 
 
-def test_per_example_grads_by_a_loop_is_caught_by_its_node_count() -> None:
-    def loop(loss_fn, w, X, Y):
-        rows = [at.grad(loss_fn(w, X[i], Y[i]), w) for i in range(X.shape[0])]
-        return at.concat([at.reshape(r, (1, *w.shape)) for r in rows], axis=0)
+def test_clipped_grad_sum_passes_on_vmap_and_on_a_clip_inside_the_mapped_function() -> None:
+    lesson10b.clipped_grad_sum_check(by_vmap)
+
+    def clip_inside(loss_fn, w, X, Y, C):      # the clip written for ONE example, then mapped with it
+        def one(x, y):
+            g = at.grad(loss_fn(w, x, y), w)
+            return g * at.minimum(1.0, C / at.sqrt(at.sum(g * g)))
+        return at.sum(at.vmap(one)(X, Y), axis=0)
+
+    lesson10b.clipped_grad_sum_check(clip_inside)
+
+
+def test_clipped_grad_sum_by_a_loop_is_caught_by_its_node_count() -> None:
+    def loop(loss_fn, w, X, Y, C):
+        total = None
+        for i in range(X.shape[0]):
+            g = at.grad(loss_fn(w, X[i], Y[i]), w)
+            g = g * at.minimum(1.0, C / at.sqrt(at.sum(g * g)))
+            total = g if total is None else total + g
+        return total
 
     with pytest.raises(ExerciseError, match=r"added \d+ nodes .* for \d+ examples and \d+ for \d+ .*one copy of the "
                                             "loss and its gradient per example"):
-        lesson10b.per_example_grads_check(loop)
+        lesson10b.clipped_grad_sum_check(loop)
 
 
-def test_per_example_grads_names_the_batch_gradient() -> None:
-    def batch(loss_fn, w, X, Y):
-        return at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)
+@pytest.mark.parametrize(("answer", "words"), [
+    (lambda loss_fn, w, X, Y, C: at.sum(_per_example(loss_fn, w, X, Y), axis=0), "unclipped"),
+    (lambda loss_fn, w, X, Y, C: (lambda g: g * at.minimum(1.0, C / at.sqrt(at.sum(g * g))))(
+        at.sum(_per_example(loss_fn, w, X, Y), axis=0)), "clipped once, after summing"),
+    (lambda loss_fn, w, X, Y, C: (lambda G: at.sum(G * (C / at.sqrt(at.sum(G * G, axis=tuple(range(1, G.ndim)),
+                                                                          keepdims=True))), axis=0))(
+        _per_example(loss_fn, w, X, Y)), "scaled to norm exactly C"),
+    (lambda loss_fn, w, X, Y, C: _per_example(loss_fn, w, X, Y), "still to be summed"),
+])
+def test_clipped_grad_sum_names_the_common_mistakes(answer, words) -> None:
+    with pytest.raises(ExerciseError, match=words):
+        lesson10b.clipped_grad_sum_check(answer)
 
-    with pytest.raises(ExerciseError, match="that is w's shape"):
-        lesson10b.per_example_grads_check(batch)
 
-    def repeated(loss_fn, w, X, Y):
-        return at.broadcast_to(batch(loss_fn, w, X, Y), (X.shape[0], *w.shape))
-
-    with pytest.raises(ExerciseError, match="every row is the batch's gradient"):
-        lesson10b.per_example_grads_check(repeated)
-
-
-def test_per_example_grads_wants_a_tensor_of_the_checks_graph() -> None:
+def test_clipped_grad_sum_wants_a_tensor_of_the_checks_graph() -> None:
     with at.Graph():
-        elsewhere = at.input("G", (8, 3))
+        elsewhere = at.input("G", (3,))
     with pytest.raises(ExerciseError, match="a Tensor of another graph"):
-        lesson10b.per_example_grads_check(lambda loss_fn, w, X, Y: elsewhere)
+        lesson10b.clipped_grad_sum_check(lambda loss_fn, w, X, Y, C: elsewhere)
     with pytest.raises(ExerciseError, match="should return a Tensor of X's graph.*got ndarray"):
-        lesson10b.per_example_grads_check(lambda loss_fn, w, X, Y: np.zeros((X.shape[0], *w.shape)))
+        lesson10b.clipped_grad_sum_check(lambda loss_fn, w, X, Y, C: np.zeros(w.shape))
 
 
 def test_per_example_grads_losses_are_the_ones_the_check_differentiates() -> None:

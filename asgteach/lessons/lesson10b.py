@@ -7,12 +7,14 @@
 * Exercise 2, ``softmax_jacobian(y)``: :func:`softmax_jacobian_check` runs it at fresh probability vectors,
   one row and batches of rows, while the library's autodiff and softmax are switched off (practice mode), and
   wants the formula's result to round-off (a finite difference is named as such). ``RULES[2]``: numpy only.
-* Exercise 3, ``per_example_grads(loss_fn, w, X, Y)``: :func:`per_example_grads_check` calls it on losses of
-  the check's own (softmax regression with a matrix of weights, a robust regression through a feature), at
-  two batch sizes, in graphs of its own; runs the result at fresh values of w, X and Y and compares it with
-  its own loop of ``at.grad``, one example at a time; and counts the nodes the function added for each batch
-  size. Those must be the same: an answer that loops over the examples adds one copy of the loss and its
-  gradient per example, which is what vmap exists to avoid. Everything here is behaviour (values, shapes, a
+* Exercise 3, ``clipped_grad_sum(loss_fn, w, X, Y, C)`` (DP-SGD's clipping, in the graph):
+  :func:`clipped_grad_sum_check` calls it on losses of the check's own (softmax regression with a matrix of
+  weights, a robust regression through a feature), at two batch sizes, in graphs of its own; runs the result at
+  fresh values of w, X, Y and a C between the examples' gradient norms, and compares it with its own loop of
+  ``at.grad``, one example at a time, clipped and summed in numpy (hints for the unclipped sum, a clip after the
+  sum, every gradient scaled to C); and counts the nodes the function added for each batch size. Those must be
+  the same: an answer that loops over the examples adds one copy of the loss and its gradient per example, which
+  is what vmap exists to avoid. Everything here is behaviour (values, shapes, a
   node count read off the graph that comes back), so it holds in both modes: in a graded course the loss
   functions are the sandbox's copies of this module's (``on_submission_side``: the student's ``at.vmap``
   calls them where it runs), and the numbers are compared here.
@@ -32,7 +34,7 @@ from ..grading.rules import STAND_INS, Rule, enforce
 from .common import borrowed, fresh
 
 __all__ = ["LESSON", "RULES", "JVP_BUDGET", "banded_jacobian_check", "softmax_jacobian_check",
-           "per_example_grads_check",
+           "clipped_grad_sum_check",
            "check_loss_softmax", "check_loss_robust"]
 
 LESSON = "10b-jacobians-and-vmap"
@@ -231,13 +233,22 @@ def _loop_of_grads(loss: Callable[..., Any], W: np.ndarray, Xv: np.ndarray, Yv: 
     return np.stack([at.run(g, {w: W, x: Xv[i], y: Yv[i]}) for i in range(len(Xv))])
 
 
-def per_example_grads_check(fn: Callable[..., Any], trials: int = 2) -> None:
-    """``fn(loss_fn, w, X, Y)`` -> a Tensor (n, *w.shape): the gradient of ``loss_fn(w, X[i], Y[i])`` for every i.
+def _clipped_sum(G: np.ndarray, C: float) -> np.ndarray:
+    """sum_i G[i] * min(1, C / |G[i]|): each example's gradient clipped to norm C, then summed (numpy)."""
+    norms = np.sqrt((G.reshape(len(G), -1) ** 2).sum(axis=1))
+    scale = np.minimum(1.0, C / np.where(norms > 0, norms, np.inf))
+    return (G * scale.reshape((-1,) + (1,) * (G.ndim - 1))).sum(axis=0)
+
+
+def clipped_grad_sum_check(fn: Callable[..., Any], trials: int = 2) -> None:
+    """``fn(loss_fn, w, X, Y, C)`` -> a Tensor of w's shape: sum over i of g_i * min(1, C / |g_i|), g_i the gradient
+    of ``loss_fn(w, X[i], Y[i])`` with respect to w and |g_i| its norm over all of w's entries (DP-SGD's clipping).
 
     For each of the check's losses (not the lesson's), at two batch sizes: the graph of w, X, Y is the check's;
     the function is called inside it with the loss (the sandbox's copy in a graded course); the result must be
-    a Tensor of that graph of shape (n, *w.shape), equal at fresh w, X, Y (``trials`` times) to the check's own
-    loop of at.grad; and the number of nodes the function added must not depend on n.
+    a Tensor of that graph of w's shape, equal at fresh w, X, Y (``trials`` times, with C between the smallest and
+    the largest per-example norm, so some are clipped and some not) to the check's own loop of at.grad, clipped
+    and summed in numpy; and the number of nodes the function added must not depend on n.
     """
     import asgteach as at
 
@@ -247,65 +258,68 @@ def per_example_grads_check(fn: Callable[..., Any], trials: int = 2) -> None:
     for label, (own_loss, shapes, targets) in _LOSSES.items():
         d, k = int(rng.integers(2, 6)), int(rng.integers(2, 5))
         w_shape, x_shape, y_shape = shapes(d, k)
-        n_small = int(rng.integers(2, 5))
+        n_small = int(rng.integers(3, 6))
         added: dict[int, int] = {}
         for n in (n_small, n_small + int(rng.integers(3, 21))):
             with at.Graph(name=f"check: {label}, {n} examples") as graph:
                 w = at.parameter("w", w_shape)
                 X, Y = at.input("X", (n, *x_shape)), at.input("Y", (n, *y_shape))
+                c_in = at.input("C", ())
             loss_fn = on_submission_side(f"{__name__}.{own_loss.__name__}")
-            call = (f"per_example_grads(loss_fn, w, X, Y) with the check's {label} (w {w_shape}, X {X.shape}, "
-                    f"Y {Y.shape})")
+            call = (f"clipped_grad_sum(loss_fn, w, X, Y, C) with the check's {label} (w {w_shape}, X {X.shape}, "
+                    f"Y {Y.shape}, C a scalar input)")
             before = len(graph)
             with graph:
                 try:
-                    got = fn(loss_fn, w, X, Y)
+                    got = fn(loss_fn, w, X, Y, c_in)
                 except (ExerciseError, NotImplementedError):
                     raise
                 except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
                     raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
             if not isinstance(got, Tensor):
-                raise ExerciseError(f"{call} should return a Tensor of X's graph (the per-example gradients as a "
-                                    f"node), got {type(got).__name__}: keep it a Tensor, the check runs it at values "
-                                    "of its own")
+                raise ExerciseError(f"{call} should return a Tensor of X's graph (the clipped sum as a node), got "
+                                    f"{type(got).__name__}: keep it a Tensor, the check runs it at values of its own")
             if got.graph is not graph:
                 raise ExerciseError(f"{call} returned a Tensor of another graph, not a Tensor of X's graph (the "
                                     "graph of the w, X and Y it was given): build the result from the arguments")
-            want_shape = (n, *w_shape)
-            if got.shape != want_shape:
-                extra = ""
-                if got.shape == tuple(w_shape):
-                    extra = (" - that is w's shape: ONE gradient, the whole batch's (the sum over the examples). "
-                             "Per-example gradients have one per example: the gradient inside the function vmap "
-                             "maps over the examples")
-                elif got.shape == (n,):
-                    extra = " - one number per example: the per-example losses, not their gradients"
-                raise ExerciseError(f"{call} returned a Tensor of shape {got.shape}; the per-example gradients "
-                                    f"have shape (n, *w.shape) = {want_shape}{extra}")
+            if got.shape != tuple(w_shape):
+                extra = (" - one row per example: the per-example gradients, clipped or not, still to be summed"
+                         if got.shape == (n, *w_shape) else "")
+                raise ExerciseError(f"{call} returned a Tensor of shape {got.shape}; the clipped sum has w's shape "
+                                    f"{tuple(w_shape)}{extra}")
             added[n] = len(graph) - before
             for trial in range(trials):
                 W = rng.standard_normal(w_shape)
                 Xv, Yv = rng.standard_normal((n, *x_shape)), targets(rng, n, k)
-                want = _loop_of_grads(own_loss, W, Xv, Yv)
+                G = _loop_of_grads(own_loss, W, Xv, Yv)
+                norms = np.sqrt((G.reshape(n, -1) ** 2).sum(axis=1))
+                C = float(rng.uniform(norms.min(), norms.max())) if norms.max() > norms.min() else float(norms[0])
+                want = _clipped_sum(G, C)
                 try:
-                    value = at.run(got, {w: W, X: Xv, Y: Yv})
+                    value = np.asarray(at.run(got, {w: W, X: Xv, Y: Yv, c_in: C}), dtype=np.float64)
                 except Exception as e:  # noqa: BLE001 - a tensor that cannot run is a finding
                     raise ExerciseError(f"{call}: running your Tensor at fresh w, X, Y failed "
                                         f"({type(e).__name__}: {e})") from e
                 try:
-                    check_array(value, want, name="the per-example gradients",
-                                where=f"{call}, fresh values, trial {trial + 1}", rtol=1e-9, atol=1e-12)
+                    check_array(value, want, name="the clipped sum of the per-example gradients",
+                                where=f"{call}, fresh values, C = {C:.4g}, trial {trial + 1}", rtol=1e-9, atol=1e-12)
                 except ExerciseError as e:
-                    hint = ""
-                    if np.allclose(np.asarray(value, dtype=np.float64), np.broadcast_to(want.sum(axis=0), want.shape),
-                                   rtol=1e-8, atol=1e-11):
-                        hint = "every row is the batch's gradient (their sum): take the gradient per example"
-                    raise ExerciseError(f"{e}\n  Hint: row i is at.grad(loss_fn(w, X[i], Y[i]), w)"
-                                        + (f"; {hint}" if hint else "") + ".") from None
+                    hints = [(G.sum(axis=0), "that is the sum of the gradients unclipped (the batch's gradient): clip "
+                              "each example's gradient to norm C before summing"),
+                             (G.sum(axis=0) * min(1.0, C / max(np.linalg.norm(G.sum(axis=0)), 1e-300)),
+                              "that is the batch's gradient clipped once, after summing: DP-SGD clips every "
+                              "example's gradient, so one example cannot move the weights by more than C"),
+                             ((G * (C / norms).reshape((-1,) + (1,) * (G.ndim - 1))).sum(axis=0),
+                              "every gradient was scaled to norm exactly C: min(1, C/|g_i|) leaves the small ones "
+                              "as they are")]
+                    hint = next((h for v, h in hints if np.allclose(value, v, rtol=1e-8, atol=1e-11)),
+                                "row i of vmap's result is example i's gradient; its norm runs over all of w's "
+                                "entries (every axis but the first)")
+                    raise ExerciseError(f"{e}\n  Hint: {hint}.") from None
         small, large = sorted(added)
         if added[small] != added[large]:
             raise ExerciseError(
-                f"per_example_grads added {added[small]} nodes to the graph for {small} examples and "
+                f"clipped_grad_sum added {added[small]} nodes to the graph for {small} examples and "
                 f"{added[large]} for {large} (the check's {label}): one copy of the loss and its gradient per "
                 "example, the loop that vmap exists to avoid. Write the gradient for ONE example and let at.vmap "
                 "batch it: the nodes it adds do not depend on the batch size.")

@@ -16,10 +16,12 @@ LAZY = {
         "        return np.stack([at.run(jt_, {z_: np.log(y), t_: e}) for e in np.eye(len(y))], axis=1)\n\n"
         "    J_soft = J_formula\n", "which the exercise asks you to write yourself"),
     # a loop over the examples: right numbers, one copy of the loss and its gradient per example
-    3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
-        "        rows = [at.grad(loss_fn(w, X[i], Y[i]), w) for i in range(X.shape[0])]\n"
-        "        return at.concat([at.reshape(r, (1, *w.shape)) for r in rows], axis=0)\n\n"
-        "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n",
+    3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        total = None\n"
+        "        for i in range(X.shape[0]):\n            g = at.grad(loss_fn(w, X[i], Y[i]), w)\n"
+        "            g = g * at.minimum(1.0, C / at.sqrt(at.sum(g * g)))\n"
+        "            total = g if total is None else total + g\n        return total\n\n"
+        "    with gp:\n        C_in = at.input('C', ())\n"
+        "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n",
         "one copy of the loss and its gradient per example"),
 }
 
@@ -29,33 +31,38 @@ MORE = [
             "        f = lib.jvp\n        def softmax_jacobian(y):\n            return f\n"
             "        return softmax_jacobian\n"
             "    softmax_jacobian = make()\n    J_soft = None\n", "may not"),
-        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
+        3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n"
             "        return at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "that is w's shape"),
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n", "unclipped"),
     },
     {   # the batch's gradient repeated for every example (the right shape); the lesson's own array handed back
-        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n"
+        3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n"
             "        g = at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)\n"
-            "        return at.broadcast_to(g, (X.shape[0], *w.shape))\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n",
-            "every row is the batch's gradient"),
+            "        return g * at.minimum(1.0, C / at.sqrt(at.sum(g * g)))\n\n"
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n",
+            "clipped once, after summing"),
         # one run with every column at once, read as a diagonal (the columns DO share rows)
         1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n        return np.diag(jvp(np.ones(n)))\n\n"
             "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n",
             "every entry outside the band is 0"),
     },
     {   # section 7's per-example gradients, already computed, returned whatever the arguments
-        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        return G\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "Tensor of X's graph"),
+        3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        return g_batch\n\n"
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n", "Tensor of X's graph"),
     },
     {   # the check switched off in the submission's copy of the lesson module, and a loop over the examples: the
         # check runs in the judge with its own module (the hands-off rule does not name lesson10b yet: "exercise 3"
         # is in the node-count message of today and in the rule's message once it does)
-        3: ("with exercise(3):\n    lesson10b.per_example_grads_check = lambda fn: None\n\n"
-            "    def per_example_grads(loss_fn, w, X, Y):\n"
-            "        rows = [at.grad(loss_fn(w, X[i], Y[i]), w)[None] for i in range(X.shape[0])]\n"
-            "        return at.concat(rows, axis=0)\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n", "exercise 3"),
+        3: ("with exercise(3):\n    lesson10b.clipped_grad_sum_check = lambda fn: None\n\n"
+            "    def clipped_grad_sum(loss_fn, w, X, Y, C):\n"
+            "        G = at.vmap(lambda x, y: at.grad(loss_fn(w, x, y), w))(X, Y)\n"
+            "        return at.sum(G * (C / at.sqrt(at.sum(G * G, axis=tuple(range(1, G.ndim)), keepdims=True))), "
+            "axis=0)\n\n"
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n", "exercise 3"),
     },
 ]
 
@@ -72,10 +79,13 @@ HONEST = [
             "        if y.ndim == 1:\n            return np.diag(y) - np.outer(y, y)\n"
             "        return np.stack([np.diag(r) - np.outer(r, r) for r in y])\n\n"
             "    J_soft = softmax_jacobian(Y0)\n"),
-        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        def one_example(x, y):\n"
-            "            (g,) = at.grad(loss_fn(w, x, y), [w])\n            return g\n\n"
-            "        return at.vmap(one_example, in_axes=(0, 0))(X, Y)\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n"),
+        3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        def one_example(x, y):\n"
+            "            (g,) = at.grad(loss_fn(w, x, y), [w])\n"
+            "            size = at.sqrt(at.sum(g ** 2))\n"
+            "            return g * at.minimum(C / size, 1.0)\n\n"
+            "        return at.sum(at.vmap(one_example, in_axes=(0, 0))(X, Y), axis=0)\n\n"
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n"),
     },
     {   # column_stack; einsum; a copy of w per example, vmapped with it, differentiated once
         # a mask of the band per colour, with numpy: J = sum_c mask_c * (run_c broadcast along the rows)
@@ -88,10 +98,14 @@ HONEST = [
             "        eye = np.eye(y.shape[-1])\n"
             "        return np.einsum('...i,ij->...ij', y, eye) - np.einsum('...i,...j->...ij', y, y)\n\n"
             "    J_soft = softmax_jacobian(Y0)\n"),
-        3: ("with exercise(3):\n    def per_example_grads(loss_fn, w, X, Y):\n        n = X.shape[0]\n"
+        3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        n = X.shape[0]\n"
             "        W = at.broadcast_to(w, (n, *w.shape))        # a copy of w for every example\n"
             "        losses = at.vmap(loss_fn)(W, X, Y)            # example i's loss, with its own copy\n"
-            "        return at.grad(at.sum(losses), W)             # row i: d(sum)/dW[i], example i's gradient\n\n"
-            "    with gp:\n        G_mine = per_example_grads(logistic_loss, w, X, Y)\n"),
+            "        G = at.grad(at.sum(losses), W)                # row i: d(sum)/dW[i], example i's gradient\n"
+            "        flat = at.reshape(G, (n, -1))\n"
+            "        scale = at.minimum(1.0, C / at.sqrt(at.sum(flat * flat, axis=1)))   # (n,)\n"
+            "        return at.reshape(at.sum(flat * at.reshape(scale, (n, 1)), axis=0), w.shape)\n\n"
+            "    with gp:\n        C_in = at.input('C', ())\n"
+            "        clipped_mine = clipped_grad_sum(logistic_loss, w, X, Y, C_in)\n"),
     },
 ]
