@@ -4,9 +4,10 @@
                                [--tiles 128x128x8x8x8 64x64x8x4x4 ...]
 
 What is timed: the matmul kernel of a compiled asgteach Plan, dispatched R times in ONE
-command encoder / ONE submit, then one tiny buffer map to wait for the GPU. Two
-repetition counts are run and the difference is divided by the difference of R, so the
-fixed costs (submit, map, Python) cancel and what remains is GPU time per matmul.
+command encoder / ONE submit (recorded before the clock starts), then one tiny buffer map
+to wait for the GPU. R is grown until one batch lasts 20 ms; a batch of R/4 and one of R
+are run and the difference is divided by the difference of R, so the fixed costs (submit,
+map) cancel and what remains is GPU time per matmul (``wgpu_matmul_timing``).
 PyTorch is timed with CUDA events over the same number of products, TF32 OFF (plain
 FP32 SGEMM, the same arithmetic as ours). Every configuration's result is checked
 against PyTorch's before it is timed.
@@ -40,29 +41,28 @@ import numpy as np
 import asgteach as at
 from asgteach.backends import wgpu_backend, wgpu_device
 from asgteach.backends.wgpu_matmul import tile_from_env
-from _gpu_timing import cuda_seconds, probe_buffer, time_dispatches  # bench/ is on sys.path when a script runs
+from _gpu_timing import KernelClock, Timing, cuda_seconds, measure  # bench/ is on sys.path when a script runs
 
 TILES = ["128x128x16x8x8", "128x128x8x8x8", "128x128x32x8x8", "128x64x16x8x4", "64x128x16x4x8",
          "256x128x16x16x8"]
 LAYOUTS = ("nn", "nt", "tn")
 
 
-def wgpu_seconds_per_matmul(plan: wgpu_backend.Plan, reps: tuple[int, int] = (3, 23), pairs: int = 3) -> float:
-    """GPU time of one dispatch of the plan's matmul, by differencing two batch sizes."""
-    g = plan.gpu
-    (pipe, bg, groups), = [e for e, d in zip(plan._encoded, plan.dispatches) if d.node.op == "matmul"]
-    probe = probe_buffer(g)
-    src = plan.buffers[plan.outputs[0]]
+def wgpu_matmul_timing(plan: wgpu_backend.Plan, target_s: float = 0.02, pairs: int = 3) -> Timing:
+    """GPU time of one dispatch of the plan's matmul (``_gpu_timing.measure``): the dispatch repeated in one
+    pass recorded before the clock starts, the long batch lasting ``target_s``; the difference of a long and a
+    short batch per call, the long batch's plain time per call, and the GPU's timestamps where the device has
+    ``timestamp-query`` (``_gpu_timing.enable_timestamps`` before the first plan)."""
+    encoded = plan.encoded if hasattr(plan, "encoded") else plan._encoded   # (pipeline, bind group, groups) each
+    (dispatch,) = [e for e, d in zip(encoded, plan.dispatches) if d.node.op == "matmul"]
+    clock = KernelClock(plan.gpu, dispatch, plan.buffers[plan.outputs[0]])
+    clock(2)  # warm up
+    return measure(clock, target_s, pairs, gpu_of_last=clock.gpu_of_last)
 
-    def batch(r: int) -> float:
-        return time_dispatches(g, [(pipe, bg, groups)], r, src, probe)
 
-    batch(2)  # warm up
-    best = []
-    for _ in range(pairs):
-        lo, hi = batch(reps[0]), batch(reps[1])
-        best.append((hi - lo) / (reps[1] - reps[0]))
-    return float(np.median(best))
+def wgpu_seconds_per_matmul(plan: wgpu_backend.Plan, target_s: float = 0.02, pairs: int = 3) -> float:
+    """Seconds per dispatch of the plan's matmul: ``wgpu_matmul_timing``'s difference of two batches."""
+    return wgpu_matmul_timing(plan, target_s, pairs).seconds
 
 
 def _swap(t):
