@@ -16,59 +16,65 @@ import asgteach as at
 from asgteach.lessons import ExerciseError, lesson10, lesson10b
 
 
-# --- lesson 10b, exercise 2: softmax's Jacobian from y alone ----------------------------------------------------
+# --- lesson 10b, exercise 2: softmax's VJP from y and g, without forming J -------------------------------------
 
-def softmax_jacobian(y: np.ndarray) -> np.ndarray:
-    return y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]
-
-
-def test_softmax_jacobian_passes_on_the_formula() -> None:
-    lesson10b.softmax_jacobian_check(softmax_jacobian)
+def softmax_vjp(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+    return y * (g - (g * y).sum(axis=-1, keepdims=True))
 
 
-def test_softmax_jacobian_by_the_library_is_refused() -> None:
-    def by_jvp(y: np.ndarray) -> np.ndarray:
+def test_softmax_vjp_passes_on_the_formula_in_two_styles() -> None:
+    lesson10b.softmax_vjp_check(softmax_vjp)
+    lesson10b.softmax_vjp_check(lambda y, g: y * g - y * np.einsum("...i,...i->...", y, g)[..., None])
+
+
+def test_softmax_vjp_that_forms_j_runs_out_of_memory_with_a_message() -> None:
+    def through_j(y: np.ndarray, g: np.ndarray) -> np.ndarray:
+        J = y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]
+        return np.einsum("...i,...ij->...j", g, J)
+
+    with pytest.raises(ExerciseError, match=r"ran out of memory: J of softmax over n classes holds n\^2 numbers"):
+        lesson10b.softmax_vjp_check(through_j)
+
+
+def test_softmax_vjp_by_the_library_is_refused() -> None:
+    def by_grad(y: np.ndarray, g: np.ndarray) -> np.ndarray:
         with at.Graph():
             z = at.input("z", y.shape)
-            t = at.input("t", y.shape)
-            jt = at.jvp(at.softmax(z), z, t)
-        return np.stack([at.run(jt, {z: np.log(y), t: e}) for e in np.eye(y.size)], axis=1)
+            (d,) = at.grad(at.sum(at.softmax(z) * at.constant(g)), [z])
+        return at.run(d, {z: np.log(y)})
 
-    with pytest.raises(ExerciseError, match="which the exercise asks you to write yourself"):
-        lesson10b.softmax_jacobian_check(by_jvp)
-
-    def by_grad_of_own_softmax(y: np.ndarray) -> np.ndarray:
-        with at.Graph():
-            z = at.input("z", y.shape)
-            e = at.exp(z)
-            rows = [at.grad(at.sum((e / at.sum(e)) * at.constant(u)), z) for u in np.eye(y.size)]
-        return np.stack(at.run(rows, {z: np.log(y)}))
-
-    # the exercise's rule (numpy only) reads `at.` in the function's source before anything runs
-    with pytest.raises(ExerciseError, match="line 2: uses at, which this exercise does not allow"):
-        lesson10b.softmax_jacobian_check(by_grad_of_own_softmax)
+    with pytest.raises(ExerciseError, match="uses at, which this exercise does not allow"):
+        lesson10b.softmax_vjp_check(by_grad)
 
 
-def test_softmax_jacobian_by_finite_differences_is_named() -> None:
-    def by_differences(y: np.ndarray) -> np.ndarray:
+@pytest.mark.parametrize(("answer", "words"), [
+    (lambda y, g: y * g, "diag\\(y\\) g alone"),
+    (lambda y, g: -softmax_vjp(y, g), "the sign"),
+    (lambda y, g: y * (g - (g * y).sum()), "each row's n entries"),
+    (lambda y, g: y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :], "J itself"),
+])
+def test_softmax_vjp_names_the_common_mistakes(answer, words) -> None:
+    with pytest.raises(ExerciseError, match=words):
+        lesson10b.softmax_vjp_check(answer)
+
+
+def test_softmax_vjp_by_finite_differences_is_named() -> None:
+    def by_differences(y: np.ndarray, g: np.ndarray) -> np.ndarray:
         z, h = np.log(y), 1e-6
 
         def soft(v: np.ndarray) -> np.ndarray:
-            return np.exp(v) / np.exp(v).sum()
+            e = np.exp(v - v.max(axis=-1, keepdims=True))
+            return e / e.sum(axis=-1, keepdims=True)
 
-        return np.stack([(soft(z + h * e) - soft(z - h * e)) / (2 * h) for e in np.eye(y.size)], axis=1)
+        out = np.zeros_like(z)
+        for j in range(z.shape[-1]):
+            e = np.zeros(z.shape[-1])
+            e[j] = h
+            out[..., j] = ((soft(z + e) - soft(z - e)) * g).sum(axis=-1) / (2 * h)
+        return out
 
     with pytest.raises(ExerciseError, match="finite differences give"):
-        lesson10b.softmax_jacobian_check(by_differences)
-
-
-def test_softmax_jacobian_for_one_row_only_gets_the_batch_hint() -> None:
-    def one_row(y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y).reshape(-1)[: y.shape[-1]]
-        return np.diag(y) - np.outer(y, y)
-
-    with pytest.raises(ExerciseError, match="a batch of rows .* one n x n Jacobian per row"):
-        lesson10b.softmax_jacobian_check(one_row)
+        lesson10b.softmax_vjp_check(by_differences)
 
 
 # --- lesson 10, exercise 2: the sharpest curvature from HVPs alone ---------------------------------------------

@@ -4,9 +4,10 @@
   Jacobians of n = 50, 8 and 2, and the JVP graph of a function of its own), which counts its calls: more than
   three fails, so section 1's n runs (one per column) cannot pass; the answer must pack the columns that share no
   row into one tangent.
-* Exercise 2, ``softmax_jacobian(y)``: :func:`softmax_jacobian_check` runs it at fresh probability vectors,
-  one row and batches of rows, while the library's autodiff and softmax are switched off (practice mode), and
-  wants the formula's result to round-off (a finite difference is named as such). ``RULES[2]``: numpy only.
+* Exercise 2, ``softmax_vjp(y, g)``: :func:`softmax_vjp_check` runs it at fresh probability vectors and gradients,
+  one row and batches of rows, while the library's autodiff and softmax are switched off (practice mode), and wants
+  g^T J to round-off (hints for diag(y) g alone, the sign, a sum over the whole batch, a finite difference); then on
+  rows of 200 000 classes, where forming J (320 GB a row) runs out of memory. ``RULES[2]``: numpy only.
 * Exercise 3, ``clipped_grad_sum(loss_fn, w, X, Y, C)`` (DP-SGD's clipping, in the graph):
   :func:`clipped_grad_sum_check` calls it on losses of the check's own (softmax regression with a matrix of
   weights, a robust regression through a feature), at two batch sizes, in graphs of its own; runs the result at
@@ -33,7 +34,7 @@ from ..grading.exercises import ExerciseError, on_submission_side
 from ..grading.rules import STAND_INS, Rule, enforce
 from .common import borrowed, fresh
 
-__all__ = ["LESSON", "RULES", "JVP_BUDGET", "banded_jacobian_check", "softmax_jacobian_check",
+__all__ = ["LESSON", "RULES", "JVP_BUDGET", "banded_jacobian_check", "softmax_vjp_check", "BIG_CLASSES",
            "clipped_grad_sum_check",
            "check_loss_softmax", "check_loss_robust"]
 
@@ -135,60 +136,75 @@ def _softmax_rows(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def softmax_jacobian_check(fn: Callable[[np.ndarray], Any]) -> None:
-    """``fn(y)`` -> softmax's Jacobian dy/dz at the point whose output is ``y``: (n, n), or (b, n, n) for rows.
+#: exercise 2's large rows: softmax over this many classes, where J (n x n float64) would take 320 GB per row
+BIG_CLASSES = 200_000
 
-    Run at fresh probability vectors (sizes 2 to 7, one row and a batch of rows) while the
-    library's autodiff and its softmax are switched off, so the numbers must come from the
-    formula; to round-off, which a finite difference does not reach (the message says so).
+
+def softmax_vjp_check(fn: Callable[[np.ndarray, np.ndarray], Any]) -> None:
+    """``fn(y, g)`` -> g^T J for softmax at the point whose output is ``y`` (J = diag(y) - y y^T): the gradient of a
+    loss with respect to the logits, from y and the gradient g with respect to y, without forming J.
+
+    Run at fresh probability vectors and gradients (sizes 2 to 7, one row and batches of rows) while the library's
+    autodiff and softmax are switched off, to round-off (a finite difference is named as such); then on rows of
+    :data:`BIG_CLASSES` classes, where forming J runs out of memory (the message says why, and what O(n) means).
     """
-    enforce(fn, RULES[2], "softmax_jacobian")
+    enforce(fn, RULES[2], "softmax_vjp")
     import asgteach as at
 
     from .. import autograd
 
-    _refuse_library(fn, "softmax_jacobian", at.jvp, at.grad, at.hvp, at.softmax)
+    _refuse_library(fn, "softmax_vjp", at.jvp, at.grad, at.hvp, at.softmax)
     rng = fresh()
-    cases = [_softmax_rows(rng.standard_normal(n) * 2) for n in (2, 3, 5)]
-    cases += [_softmax_rows(rng.standard_normal((b, n)) * 2) for b, n in ((4, 3), (1, 7))]
+    ys = [_softmax_rows(rng.standard_normal(n) * 2) for n in (2, 3, 5)]
+    ys += [_softmax_rows(rng.standard_normal((b, n)) * 2) for b, n in ((4, 3), (1, 7), (3, 6))]
     refuse = [(at, "jvp"), (at, "grad"), (at, "hvp"), (autograd, "jvp"), (autograd, "grad")]
-    for y in cases:
-        want = y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]   # diag(y) - y y^T
-        call = f"softmax_jacobian(<fresh y of shape {y.shape}>)"
-        with without("softmax", "log_softmax", attrs=refuse,
-                      why="section 3's formula gives J from y alone, with numpy"):
+
+    def call_fn(y: np.ndarray, g: np.ndarray, call: str) -> Any:
+        with without("softmax", "log_softmax", attrs=refuse, why="section 3's J gives g^T J from y and g, with numpy"):
             try:
-                got = fn(y.copy())
+                return fn(y.copy(), g.copy())
             except (ExerciseError, NotImplementedError):
                 raise
+            except MemoryError as e:
+                raise ExerciseError(
+                    f"{call} ran out of memory: J of softmax over n classes holds n^2 numbers ({y.shape[-1]:,} "
+                    f"classes: {8 * y.shape[-1] ** 2 / 1e9:,.0f} GB per row), and a backward pass never forms it. "
+                    "Write g^T J out with section 3's formula: it needs only y and g (O(n) numbers)") from e
             except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
-                batch = (f"\n  Hint: y here is a batch of rows, shape {y.shape}: return one n x n Jacobian per "
-                         "row, shape (b, n, n) (numpy broadcasting over the leading axis, or a loop over the rows)"
-                         if y.ndim == 2 else "")
-                raise ExerciseError(f"{call} raised {type(e).__name__}: {e}{batch}") from e
+                raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
+
+    for y in ys:
+        g = rng.standard_normal(y.shape)
+        want = y * (g - (g * y).sum(axis=-1, keepdims=True))
+        call = f"softmax_vjp(<fresh y of shape {y.shape}>, <fresh g of the same shape>)"
+        got = call_fn(y, g, call)
         arr = np.asarray(got, dtype=np.float64) if np.shape(got) == want.shape else None
         if arr is not None and np.allclose(arr, want, rtol=1e-11, atol=1e-14):
             continue
-        if arr is not None and np.allclose(arr, want, rtol=1e-4, atol=1e-7):
-            # close but not exact: check_array's guesses (a factor, a transpose: J is symmetric) would mislead
-            k = np.unravel_index(int(np.argmax(np.abs(arr - want))), want.shape)
-            where = "[" + ", ".join(str(int(i)) for i in k) + "]"
-            raise ExerciseError(f"{call} agrees with the Jacobian to a few digits only (worst element {where}: "
-                                f"expected {float(want[k]):.12g}, got {float(arr[k]):.12g}): that is what finite "
-                                "differences give. Use the formula of section 3, J[i, j] = y[i] (delta_ij - y[j]): it "
-                                "is exact to round-off.")
-        if y.ndim == 2 and np.shape(got) == (y.shape[-1], y.shape[-1]):
-            raise ExerciseError(f"{call} returned one {np.shape(got)} matrix. Hint: y here is a batch of rows "
-                                f"(b, n): return one n x n Jacobian per row, shape {want.shape}")
+        hint = ""
+        if arr is None:
+            hint = (f"g^T J has the shape of y and g, {want.shape}: one gradient per logit (per row of a batch)"
+                    + (" - an n x n matrix is J itself" if np.ndim(got) == y.ndim + 1 else ""))
+        elif np.allclose(arr, want, rtol=1e-4, atol=1e-7):
+            hint = "it agrees to a few digits only: that is what finite differences give; the formula is exact"
+        elif np.allclose(arr, y * g, rtol=1e-9, atol=1e-13):
+            hint = "that is diag(y) g alone: J also has -y y^T, whose part is -y (y . g)"
+        elif np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
+            hint = "the sign: J = diag(y) - y y^T"
+        elif y.ndim == 2 and np.allclose(arr, y * (g - (g * y).sum()), rtol=1e-9, atol=1e-13):
+            hint = "the sum y . g runs over each row's n entries, one per row, not over the whole batch"
         try:
-            check_array(got, want, name="the Jacobian", where=call, rtol=1e-11, atol=1e-14)
+            check_array(arr if arr is not None else got, want, name="g^T J", where=call, rtol=1e-11, atol=1e-14)
         except ExerciseError as e:
-            extra = ""
-            if arr is not None and np.allclose(arr, -want, rtol=1e-9, atol=1e-13):
-                extra = "\n  Hint: the diagonal is y_i - y_i^2 (positive), the rest -y_i y_j."
-            elif np.shape(got) != want.shape:
-                extra = "\n  Hint: J is n x n for y of n entries (and one such matrix per row of a batch)."
-            raise ExerciseError(f"{e}{extra}") from None
+            raise ExerciseError(f"{e}" + (f"\n  Hint: {hint}." if hint else "")) from None
+        if hint:
+            raise ExerciseError(f"{call} is not g^T J.\n  Hint: {hint}.")
+    y = _softmax_rows(rng.standard_normal((2, BIG_CLASSES)) * 3)
+    g = rng.standard_normal(y.shape)
+    call = f"softmax_vjp(<y of shape {y.shape}>, <g of the same shape>)"
+    got = call_fn(y, g, call)
+    check_array(np.asarray(got, dtype=np.float64), y * (g - (g * y).sum(axis=-1, keepdims=True)), name="g^T J",
+                where=call, rtol=1e-10, atol=1e-15)
 
 
 # --- exercise 3: per-example gradients with at.vmap --------------------------------------------------------

@@ -10,11 +10,12 @@ LAZY = {
         "        return np.stack([jvp(e) for e in np.eye(n)], axis=1)\n\n"
         "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n",
         "one run per column is section 1's way"),
-    2: ("with exercise(2):\n    def softmax_jacobian(y):\n        with at.Graph():\n"
-        '            z_, t_ = at.input("z", np.shape(y)), at.input("t", np.shape(y))\n'
-        "            jt_ = at.jvp(at.softmax(z_), z_, t_)\n"
-        "        return np.stack([at.run(jt_, {z_: np.log(y), t_: e}) for e in np.eye(len(y))], axis=1)\n\n"
-        "    J_soft = J_formula\n", "which the exercise asks you to write yourself"),
+    2: ("with exercise(2):\n    def softmax_vjp(y, g):\n        with at.Graph():\n"
+        '            z_ = at.input("z", np.shape(y))\n'
+        "            (d_,) = at.grad(at.sum(at.softmax(z_) * at.constant(g)), [z_])\n"
+        "        return at.run(d_, {z_: np.log(y)})\n\n"
+        "    G0 = np.linspace(-1.0, 2.0, len(Y0))\n"
+        "    vjp_soft = G0 @ J_formula\n", "which the exercise asks you to write yourself"),
     # a loop over the examples: right numbers, one copy of the loss and its gradient per example
     3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        total = None\n"
         "        for i in range(X.shape[0]):\n            g = at.grad(loss_fn(w, X[i], Y[i]), w)\n"
@@ -28,9 +29,11 @@ LAZY = {
 MORE = [
     {   # a closure over the library's jvp; the batch's gradient (the sum) in place of the per-example ones
         2: ("with exercise(2):\n    def make():\n        import asgteach as lib\n"
-            "        f = lib.jvp\n        def softmax_jacobian(y):\n            return f\n"
-            "        return softmax_jacobian\n"
-            "    softmax_jacobian = make()\n    J_soft = None\n", "may not"),
+            "        f = lib.jvp\n        def softmax_vjp(y, g):\n            return f\n"
+            "        return softmax_vjp\n"
+            "    softmax_vjp = make()\n"
+            "    G0 = np.linspace(-1.0, 2.0, len(Y0))\n"
+            "    vjp_soft = None\n", "may not"),
         3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n"
             "        return at.grad(at.sum(at.vmap(lambda x, y: loss_fn(w, x, y))(X, Y)), w)\n\n"
             "    with gp:\n        C_in = at.input('C', ())\n"
@@ -47,6 +50,13 @@ MORE = [
         1: ("with exercise(1):\n    def banded_jacobian(jvp, n):\n        return np.diag(jvp(np.ones(n)))\n\n"
             "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n",
             "every entry outside the band is 0"),
+    },
+    {   # g^T J through J itself: right on the small rows, 320 GB a row on the large ones
+        2: ("with exercise(2):\n    def softmax_vjp(y, g):\n"
+            "        J = y[..., :, None] * np.eye(y.shape[-1]) - y[..., :, None] * y[..., None, :]\n"
+            "        return np.einsum('...i,...ij->...j', g, J)\n\n"
+            "    G0 = np.linspace(-1.0, 2.0, len(Y0))\n"
+            "    vjp_soft = softmax_vjp(Y0, G0)\n", "ran out of memory"),
     },
     {   # section 7's per-example gradients, already computed, returned whatever the arguments
         3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        return g_batch\n\n"
@@ -75,10 +85,11 @@ HONEST = [
             "            for j in (i - 1, i, i + 1):\n                if 0 <= j < n:\n"
             "                    J[i, j] = runs[j % 3][i]\n        return J\n\n"
             "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n"),
-        2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
-            "        if y.ndim == 1:\n            return np.diag(y) - np.outer(y, y)\n"
-            "        return np.stack([np.diag(r) - np.outer(r, r) for r in y])\n\n"
-            "    J_soft = softmax_jacobian(Y0)\n"),
+        2: ("with exercise(2):\n    def softmax_vjp(y, g):\n        y, g = np.asarray(y, float), np.asarray(g, float)\n"
+            "        if y.ndim == 1:\n            return y * g - y * np.dot(y, g)\n"
+            "        return np.stack([r * s - r * np.dot(r, s) for r, s in zip(y, g)])\n\n"
+            "    G0 = np.linspace(-1.0, 2.0, len(Y0))\n"
+            "    vjp_soft = softmax_vjp(Y0, G0)\n"),
         3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        def one_example(x, y):\n"
             "            (g,) = at.grad(loss_fn(w, x, y), [w])\n"
             "            size = at.sqrt(at.sum(g ** 2))\n"
@@ -94,10 +105,11 @@ HONEST = [
             "            if c >= n:\n                break\n            colour = (j % 3 == c) & band\n"
             "            J += colour * jvp((np.arange(n) % 3 == c).astype(float))[:, None]\n        return J\n\n"
             "    J_band = banded_jacobian(lambda t_: at.run(jt_band, {xb: XB, tb: t_}), n_band)\n"),
-        2: ("with exercise(2):\n    def softmax_jacobian(y):\n        y = np.asarray(y, dtype=float)\n"
-            "        eye = np.eye(y.shape[-1])\n"
-            "        return np.einsum('...i,ij->...ij', y, eye) - np.einsum('...i,...j->...ij', y, y)\n\n"
-            "    J_soft = softmax_jacobian(Y0)\n"),
+        2: ("with exercise(2):\n    def softmax_vjp(y, g):\n"
+            "        weighted_mean = np.einsum('...i,...i->...', y, g)[..., None]   # y . g, per row\n"
+            "        return y * (g - weighted_mean)\n\n"
+            "    G0 = np.linspace(-1.0, 2.0, len(Y0))\n"
+            "    vjp_soft = softmax_vjp(Y0, G0)\n"),
         3: ("with exercise(3):\n    def clipped_grad_sum(loss_fn, w, X, Y, C):\n        n = X.shape[0]\n"
             "        W = at.broadcast_to(w, (n, *w.shape))        # a copy of w for every example\n"
             "        losses = at.vmap(loss_fn)(W, X, Y)            # example i's loss, with its own copy\n"
