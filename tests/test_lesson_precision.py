@@ -1,4 +1,4 @@
-"""Lesson 16's checks (asgteach.lessons.lesson16): right answers pass, the usual wrong ones fail and say why."""
+"""Lessons 16 and 16b's checks (lesson16, lesson16b): right answers pass, the usual wrong ones fail and say why."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from asgteach.grading.keys import load as load_keys
-from asgteach.lessons import ExerciseError, check, exercise, lesson16
+from asgteach.lessons import ExerciseError, check, exercise, lesson16, lesson16b
 
 #: the course's answer keys (instructor/answer_keys.py): the references the checks compare with
 answer_keys = load_keys()
@@ -167,7 +167,7 @@ class _InfOnly(_Right):
 
 
 def test_scaler_right_answer_passes() -> None:
-    lesson16.scaler_check(_Right)
+    lesson16b.scaler_check(_Right)
 
 
 @pytest.mark.parametrize(("cls", "words"), [
@@ -179,4 +179,4 @@ def test_scaler_right_answer_passes() -> None:
 ])
 def test_scaler_wrong_answers_fail_with_a_hint(cls: type, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
-        lesson16.scaler_check(cls)
+        lesson16b.scaler_check(cls)

@@ -1,4 +1,4 @@
-"""Lesson 16's checks (precision: bfloat16 rounding, dynamic loss scaling), with their answers kept inside them.
+"""Lesson 16's check (precision: bfloat16 rounding), with its answer kept inside it.
 
 * :func:`bfloat16_check` runs the student's ``to_bfloat16(x)`` on fresh float32 bit patterns of every
   kind (ordinary values, ties with an even and an odd last kept bit, carries into the exponent,
@@ -7,14 +7,8 @@
   bit pattern. A wrong result is named by its kind, with the input's and both results' bits, and a
   hint for that kind (truncation instead of rounding, a tie rounded the wrong way, a NaN that became
   inf...).
-* :func:`scaler_check` drives the student's ``DynamicScaler`` with fresh sequences of gradient
-  batches, some holding inf or NaN, and compares every step's answer (apply or skip) and the scale
-  after it with the reference policy (PyTorch's ``GradScaler``: halve and skip on inf/NaN, double
-  after ``growth_interval`` finite steps in a row). A scaler that never backs off, or that applies
-  an overflowing step, is told so.
-
 ``RULES[1]`` (the rounding on the bits, with numpy: no other library's bfloat16) is read from the answer's
-source. The lesson imports the two checks only; the ``_private`` helpers give the answers away: try the
+source. The lesson imports the check only; the ``_private`` helpers give the answers away: try the
 lesson first.
 """
 
@@ -29,7 +23,7 @@ from ..grading.rules import STAND_INS, Rule
 from ..grading.exercises import ExerciseError
 from ..grading.keys import load as load_keys
 
-__all__ = ["LESSON", "RULES", "bfloat16_check", "scaler_check"]
+__all__ = ["LESSON", "RULES", "bfloat16_check"]
 
 LESSON = "16-precision-and-loss-scaling"
 
@@ -43,7 +37,7 @@ _LOW = np.uint32(0xFFFF)
 _HIGH = np.uint32(0xFFFF0000)
 
 
-# --- exercise 1: bfloat16 rounding ---------------------------------------------------------------------
+# --- the exercise: bfloat16 rounding ---------------------------------------------------------------------
 
 def _patterns(rng: np.random.Generator, n: int, sign: Any, exponent: Any, kept: Any, dropped: Any) -> np.ndarray:
     """n bit patterns from their fields: sign (1 bit), exponent (8), kept mantissa (7), dropped bits (16)."""
@@ -287,138 +281,3 @@ def _no_loop(fn: Callable[[np.ndarray], Any], reference: Callable[[np.ndarray], 
                             f"rule timed just now ({ref * 1e3:.2f} ms): that is a Python loop over the values (or "
                             "np.vectorize). The exercise asks for whole-array integer operations on x.view(np.uint32), "
                             "no Python loop")
-
-
-# --- exercise 2: the dynamic loss scaler -----------------------------------------------------------------
-
-def _batch(rng: np.random.Generator, bad: str | None, where: str = "any") -> tuple[list[np.ndarray], str, int]:
-    """2-4 float32 gradient arrays, ``bad`` ("inf", "-inf", "nan") put in one element of array i: (arrays, what, i)."""
-    shapes = [tuple(int(s) for s in rng.integers(1, 6, rng.integers(1, 3, endpoint=True)))
-              for _ in range(int(rng.integers(2, 4, endpoint=True)))]
-    grads = [(rng.standard_normal(s) * 1e-3).astype(np.float32) for s in shapes]
-    if bad is None:
-        return grads, "finite", -1
-    i = len(grads) - 1 if where == "last" else int(rng.integers(0, len(grads)))
-    k = int(rng.integers(0, grads[i].size))
-    grads[i].flat[k] = {"inf": np.inf, "-inf": -np.inf, "nan": np.nan}[bad]
-    index = np.unravel_index(k, grads[i].shape)
-    return grads, f"{bad} in grads[{i}][{', '.join(str(int(j)) for j in index)}] (of {len(grads)} arrays)", i
-
-
-def _scenarios(rng: np.random.Generator) -> list[tuple[float, int, list[tuple[str | None, str]]]]:
-    """(init_scale, growth_interval, [(bad or None, where)]): designed sequences first, then random ones."""
-    def s0() -> float:
-        return float(2.0 ** int(rng.integers(4, 20)))
-
-    n1, n2, n3 = (int(rng.integers(3, 6, endpoint=True)) for _ in range(3))
-    ok: tuple[str | None, str] = (None, "any")
-    growth = [ok] * (2 * n1 + 1)                                             # grows at step n1, again at 2 n1
-    backoff = [ok, ("inf", "any"), ok] + [ok] * (n2 - 2) + [("nan", "any"), ("-inf", "any")] + [ok] * (n2 + 1)
-    kinds = [ok] * (n3 - 1) + [("nan", "any")] + [ok] * (n3 - 1) + [("inf", "last")] + [ok] * n3 + [("nan", "last")]
-    out = [(s0(), n1, growth), (s0(), n2, backoff), (s0(), n3, kinds)]
-    for _ in range(3):
-        n = int(rng.integers(2, 5, endpoint=True))
-        seq = [(str(rng.choice(["inf", "-inf", "nan"])), "any") if rng.random() < 0.25 else ok for _ in range(40)]
-        out.append((s0(), n, seq))
-    return out
-
-
-def _trace(kinds: list[str], scales: list[float]) -> str:
-    marks = " ".join(("F" if k == "finite" else "X") for k in kinds[-12:])
-    values = " ".join(f"{s:g}" for s in scales[-12:])
-    more = "... " if len(kinds) > 12 else ""
-    return (f"\n  the steps so far (F finite, X inf/NaN): {more}{marks}"
-            f"\n  the scale after each (reference): {more}{values}")
-
-
-def scaler_check(cls: Any) -> None:
-    """``cls(init_scale=..., growth_interval=...)`` with ``.scale`` and ``.update(grads) -> bool``, driven on fresh
-    sequences of gradient batches and compared, step by step, with the reference policy."""
-    keys = load_keys()   # the references, loaded only when a check runs
-    if not isinstance(cls, type) and not callable(cls):
-        raise ExerciseError(f"DynamicScaler should be a class, got {type(cls).__name__}")
-    rng = np.random.default_rng()
-    for init, interval, seq in _scenarios(rng):
-        try:
-            mine = cls(init_scale=init, growth_interval=interval)
-        except NotImplementedError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a constructor that fails is a finding
-            raise ExerciseError(f"DynamicScaler(init_scale={init:g}, growth_interval={interval}) raised "
-                                f"{type(e).__name__}: {e}") from e
-        ref = keys.ReferenceScaler(init, interval)
-        label = f"DynamicScaler(init_scale={init:g}, growth_interval={interval})"
-        scale = _scale_of(mine, label)
-        if scale != init:
-            raise ExerciseError(f"{label} should start with scale {init:g}, got {scale:g}")
-        kinds: list[str] = []
-        scales: list[float] = []
-        since_change = 0
-        for step, (bad, where) in enumerate(seq, start=1):
-            grads, what, in_array = _batch(rng, bad, where)
-            before = ref.scale
-            try:
-                answer = mine.update([g.copy() for g in grads])
-            except NotImplementedError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the student's method failing is a finding
-                raise ExerciseError(f"{label}: step {step}, update(grads) raised {type(e).__name__}: {e} "
-                                    f"(grads: a list of {len(grads)} arrays, {what})") from e
-            want = ref.update(grads)
-            kinds.append(what)
-            scales.append(ref.scale)
-            since_change = 0 if ref.scale != before else since_change + 1
-            if not isinstance(answer, (bool, np.bool_)):
-                forgot = " (did update forget its return?)" if answer is None else ""
-                raise ExerciseError(f"{label}: update(grads) should return True (apply the step) or False (skip it), "
-                                    f"got {answer!r}{forgot}")
-            if bool(answer) != want:
-                if not want:
-                    hint = ""
-                    if in_array > 0:
-                        hint += " Look at every array of grads, not only the first."
-                    if bad == "nan":
-                        hint += " np.isinf does not see NaN: np.isfinite is False for inf, -inf and NaN."
-                    raise ExerciseError(
-                        f"{label}: step {step}'s gradients hold {what}, but update returned True. That step must be "
-                        "skipped (return False): applying it would write inf or NaN into the weights, and the "
-                        f"weights would never recover.{hint}" + _trace(kinds, scales))
-                raise ExerciseError(f"{label}: at step {step} every gradient is finite, but update returned False "
-                                    "(skip). Only a step whose gradients hold inf or NaN is skipped."
-                                    + _trace(kinds, scales))
-            got = _scale_of(mine, label)
-            if got != ref.scale:
-                raise ExerciseError(f"{label}: after step {step} ({what}) the scale should be {ref.scale:g} (it was "
-                                    f"{before:g}), got {got:g}. "
-                                    + _scale_hint(bad is not None, before, ref.scale, got, interval, ref.good_steps)
-                                    + _trace(kinds, scales))
-
-
-def _scale_of(obj: Any, label: str) -> float:
-    try:
-        return float(obj.scale)
-    except AttributeError:
-        raise ExerciseError(f"{label} has no attribute scale: the training loop reads scaler.scale before each "
-                            "step") from None
-    except (TypeError, ValueError):
-        raise ExerciseError(f"{label}.scale should be a number, got {obj.scale!r:.60}") from None
-
-
-def _scale_hint(overflow: bool, before: float, want: float, got: float, interval: int, good: int) -> str:
-    if overflow:
-        if got == before:
-            return ("The gradients overflowed, so the scale was too large: halve it. Your scaler never backs off, so "
-                    "every later step would overflow again and be skipped.")
-        if got > before:
-            return "The gradients overflowed: the scale must go DOWN, by a factor 2."
-        return "On inf or NaN, back off by exactly a factor 2 (scale / 2)."
-    if want > before and got == before:
-        return (f"That made {interval} finite steps in a row since the last overflow or the last growth "
-                f"(growth_interval = {interval}): double the scale now, and start counting again from 0.")
-    if want == before and got > before:
-        return (f"Only {good} finite step(s) in a row since the last overflow or growth, and growth_interval is "
-                f"{interval}: not yet. The count of good steps starts again from 0 after an overflow AND after "
-                "each growth.")
-    if want > before:
-        return "Grow by exactly a factor 2."
-    return "On a finite step the scale only changes when it grows (x 2 after growth_interval good steps in a row)."
