@@ -17,13 +17,49 @@ import numpy as np
 #: the RNN's parameter names (lesson 18), as checks_rnn names them
 PARAM_NAMES = ("W_xh", "W_hh", "b_h", "W_hy", "b_y")
 
-__all__ = ["bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window", "truncated_bptt",
+__all__ = ["round_to_format", "safe_scales", "bf16_bits", "ReferenceScaler", "clip_by_global_norm", "rnn_window",
+           "truncated_bptt",
            "gradient_horizon", "PARAM_NAMES", "elu", "elu_grad", "bce_with_logits", "sigmoid",
            "predicted_factor", "ELEMENTWISE", "live_bytes", "kept_for_backward", "consumers",
            "fusible_values", "fusion_chains", "blocked_matmul", "tree_sum"]
 
 
 # --- lesson 16 ------------------------------------------------------------------------------------------
+
+def round_to_format(x: np.ndarray, e: int, m: int) -> np.ndarray:
+    """x (float64) rounded to the nearest number of the binary format with e exponent and m mantissa bits (bias
+    2^(e-1) - 1, subnormals, ties to even, beyond the largest finite to +-inf, NaN kept), as float64."""
+    x = np.asarray(x, dtype=np.float64)
+    bias = 2 ** (e - 1) - 1
+    largest = (2 - 2.0 ** -m) * 2.0 ** bias
+    out = x.copy()
+    finite = np.isfinite(x)
+    a = np.abs(x[finite])
+    _, ex = np.frexp(a)
+    quantum = np.ldexp(1.0, np.maximum(ex - 1, 1 - bias) - m)    # the gap at a (constant below the normals)
+    r = np.rint(a / quantum) * quantum                             # nearest, ties to even
+    out[finite] = np.copysign(np.where(r > largest, np.inf, r), x[finite])
+    return out
+
+
+def safe_scales(grads: list, max_underflow: float = 0.01, ks: range = range(-80, 81)) -> tuple[int, int] | None:
+    """(k_lo, k_hi): the powers of two 2^k that loss scaling may use for these gradients (float32 arrays) in float16:
+    k_hi the largest k at which no scaled value rounds to inf, k_lo the smallest at which at most ``max_underflow`` of
+    the nonzero values round to 0. None when k_lo > k_hi (no scale is safe)."""
+    g = np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in grads])
+    nonzero = g != 0
+    ok_top, ok_bottom = [], []
+    with np.errstate(over="ignore"):
+        for k in ks:
+            h = (g * 2.0 ** k).astype(np.float16)
+            if not np.isinf(h).any():
+                ok_top.append(k)
+            lost = np.count_nonzero((h == 0) & nonzero)
+            if lost <= max_underflow * max(1, np.count_nonzero(nonzero)):
+                ok_bottom.append(k)
+    k_hi, k_lo = max(ok_top), min(ok_bottom)
+    return (k_lo, k_hi) if k_lo <= k_hi else None
+
 
 def bf16_bits(u: np.ndarray) -> np.ndarray:
     """The reference: float32 bit patterns -> bfloat16 patterns (low 16 bits 0), nearest, ties to even."""

@@ -180,3 +180,67 @@ def test_scaler_right_answer_passes() -> None:
 def test_scaler_wrong_answers_fail_with_a_hint(cls: type, words: str) -> None:
     with pytest.raises(ExerciseError, match=words):
         lesson16b.scaler_check(cls)
+
+
+# --- lesson 16, exercise 2: rounding to any (e, m) format -------------------------------------------------------
+
+def _round_to_format(x, e, m, ties_even=True, subnormals=True, overflow=True):
+    x = np.asarray(x, dtype=np.float64)
+    bias = 2 ** (e - 1) - 1
+    largest = (2 - 2.0 ** -m) * 2.0 ** bias
+    out = x.copy()
+    fin = np.isfinite(x)
+    a = np.abs(x[fin])
+    _, ex = np.frexp(a)
+    gap = np.ldexp(1.0, (np.maximum(ex - 1, 1 - bias) if subnormals else ex - 1) - m)
+    r = (np.rint(a / gap) if ties_even else np.floor(a / gap + 0.5)) * gap
+    out[fin] = np.copysign(np.where(r > largest, np.inf, r) if overflow else np.minimum(r, largest), x[fin])
+    return out
+
+
+def test_round_to_format_passes_on_the_rule_and_matches_numpy_for_float16_and_float32() -> None:
+    lesson16.round_to_format_check(_round_to_format)
+    x = np.random.default_rng(0).standard_normal(1000) * 10.0 ** np.random.default_rng(1).uniform(-9, 6, 1000)
+    with np.errstate(over="ignore"):
+        assert np.array_equal(_round_to_format(x, 5, 10), x.astype(np.float16).astype(np.float64))
+        assert np.array_equal(_round_to_format(x, 8, 23), x.astype(np.float32).astype(np.float64))
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"ties_even": False}, "last mantissa bit is 0"),
+    ({"subnormals": False}, "the gap stays"),
+    ({"overflow": False}, "Do not clip"),
+])
+def test_round_to_format_names_each_slip(kw, words) -> None:
+    with pytest.raises(ExerciseError, match=words):
+        lesson16.round_to_format_check(lambda x, e, m: _round_to_format(x, e, m, **kw))
+
+
+def test_round_to_format_by_numpys_float16_fails_on_another_format() -> None:
+    with np.errstate(over="ignore"), pytest.raises(ExerciseError, match="e=4, m=3"):
+        lesson16.round_to_format_check(lambda x, e, m: np.asarray(x).astype(np.float16).astype(np.float64))
+
+
+# --- lesson 16b, exercise 2: the window of safe loss scales -------------------------------------------------------
+
+def test_safe_scales_passes_on_a_search_and_names_the_overflow_threshold() -> None:
+    from asgteach.grading.keys import load
+
+    keys = load()
+    lesson16b.safe_scales_check(keys.safe_scales)
+
+    def strict(grads, tol):      # overflow read as "beyond 65504" instead of "rounds to inf" (65520)
+        g = np.concatenate([np.abs(np.asarray(a, np.float64)).ravel() for a in grads])
+        window = keys.safe_scales(grads, tol)
+        if window is None:
+            return None
+        k_hi = max(k for k in range(-80, 81) if g.max() * 2.0 ** k <= 65504)
+        return window[0], k_hi
+
+    # (the check's gradients are random: a maximum between 65504 and 65520 after scaling is rare, so force one)
+    g = [np.array([1.0, 2.0 ** -10, 65510.0 / 2.0 ** 3], dtype=np.float32)]
+    assert keys.safe_scales(g, 0.0)[1] == 3 and strict(g, 0.0)[1] == 2
+    with pytest.raises(ExerciseError, match="expected"):
+        lesson16b.safe_scales_check(lambda grads, tol: (0, 0))
+    with pytest.raises(ExerciseError, match="not lost"):
+        lesson16b.safe_scales_check(lambda grads, tol: None)

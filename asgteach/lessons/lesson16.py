@@ -1,4 +1,4 @@
-"""Lesson 16's check (precision: bfloat16 rounding), with its answer kept inside it.
+"""Lesson 16's checks (precision: bfloat16 rounding, rounding to any float format).
 
 * :func:`bfloat16_check` runs the student's ``to_bfloat16(x)`` on fresh float32 bit patterns of every
   kind (ordinary values, ties with an even and an odd last kept bit, carries into the exponent,
@@ -7,6 +7,11 @@
   bit pattern. A wrong result is named by its kind, with the input's and both results' bits, and a
   hint for that kind (truncation instead of rounding, a tie rounded the wrong way, a NaN that became
   inf...).
+* :func:`round_to_format_check` runs the student's ``round_to_format(x, e, m)`` on formats the lesson never
+  used (fp8's E4M3 and E5M2 in IEEE form, tiny and wide ones), and on float16 and float32 against numpy's own
+  casts, with values of every kind (ordinary, ties, subnormals, the smallest subnormal's half, the overflow
+  threshold and its tie, zeros of both signs, infinities, NaN), and compares bit for bit, naming the kind.
+
 ``RULES[1]`` (the rounding on the bits, with numpy: no other library's bfloat16) is read from the answer's
 source. The lesson imports the check only; the ``_private`` helpers give the answers away: try the
 lesson first.
@@ -23,7 +28,7 @@ from ..grading.rules import STAND_INS, Rule
 from ..grading.exercises import ExerciseError
 from ..grading.keys import load as load_keys
 
-__all__ = ["LESSON", "RULES", "bfloat16_check"]
+__all__ = ["LESSON", "RULES", "bfloat16_check", "round_to_format_check", "FORMATS_CHECKED"]
 
 LESSON = "16-precision-and-loss-scaling"
 
@@ -31,6 +36,8 @@ LESSON = "16-precision-and-loss-scaling"
 RULES: dict[int, Rule] = {
     1: Rule(why="write the rounding yourself on the bits, with numpy (no bfloat16 type of another library)",
             imports=STAND_INS | {"asgteach", "struct"}, names=frozenset({"at", "asgteach"})),
+    2: Rule(why="write the rounding yourself, with numpy: no float format of another library",
+            imports=STAND_INS | {"asgteach"}, names=frozenset({"at", "asgteach"})),
 }
 
 _LOW = np.uint32(0xFFFF)
@@ -281,3 +288,93 @@ def _no_loop(fn: Callable[[np.ndarray], Any], reference: Callable[[np.ndarray], 
                             f"rule timed just now ({ref * 1e3:.2f} ms): that is a Python loop over the values (or "
                             "np.vectorize). The exercise asks for whole-array integer operations on x.view(np.uint32), "
                             "no Python loop")
+
+
+# --- exercise 2: rounding to any format -------------------------------------------------------------------
+
+#: (exponent bits, mantissa bits) the check rounds to: fp8 E4M3 and E5M2 (IEEE-like), a tiny and a wide format,
+#: float16 and float32 (compared with numpy's own casts, which the reference matches bit for bit)
+FORMATS_CHECKED = ((4, 3), (5, 2), (3, 2), (6, 9), (5, 10), (8, 23))
+
+
+def _format_cases(rng: np.random.Generator, e: int, m: int) -> list[tuple[str, np.ndarray]]:
+    """Values of every kind for the (e, m) format: (what they are, float64 values)."""
+    bias = 2 ** (e - 1) - 1
+    largest = (2 - 2.0 ** -m) * 2.0 ** bias
+    tiny = 2.0 ** (1 - bias - m)            # the smallest subnormal
+    normal = 2.0 ** (1 - bias)
+
+    def representable(n: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        exps = rng.integers(lo, hi, n, endpoint=True)
+        mant = rng.integers(0, 2 ** m, n)
+        return (1 + mant / 2.0 ** m) * 2.0 ** exps, 2.0 ** (exps - m)
+
+    v, q = representable(24, 1 - bias, bias)
+    ties = v + q / 2                         # halfway to the next number up: ties to the even mantissa
+    sub = rng.integers(1, 2 ** m, 12) * tiny
+    return [
+        ("ordinary values", np.concatenate([
+            v * (1 + rng.uniform(-0.3, 0.3, 24) / 2.0 ** m),
+            rng.choice([-1.0, 1.0], 24) * 2.0 ** rng.uniform(2 - bias, bias - 0.5, 24)])),
+        ("ties (exactly halfway between two neighbours)", ties),
+        ("negative values and negative ties", -np.concatenate([v[:8] * 1.3, ties[:8]])),
+        ("subnormals (below the smallest normal number, 2^(1-bias))",
+         np.concatenate([sub, sub + tiny / 2, sub * 1.1, rng.uniform(0, normal, 8)])),
+        ("values around the smallest subnormal's half (tiny/2 rounds to 0, just above it to tiny)",
+         np.array([tiny / 2, tiny / 2 * (1 + 2.0 ** -20), tiny * 0.4, -tiny / 2, tiny * 0.75, tiny * 1.5])),
+        ("values around the overflow threshold (largest + half a gap rounds to inf)",
+         np.array([largest, largest * (1 + 2.0 ** -(m + 3)), largest + 2.0 ** (bias - m - 1),
+                   largest + 2.0 ** (bias - m - 1) * 0.999, -largest - 2.0 ** (bias - m), largest * 4])),
+        ("zeros", np.array([0.0, -0.0])),
+        ("infinities and NaN", np.array([np.inf, -np.inf, np.nan])),
+    ]
+
+
+def _format_hint(kind: str, x: float, want: float, got: float, e: int, m: int) -> str:
+    bias = 2 ** (e - 1) - 1
+    if kind.startswith("ties") or kind.startswith("negative"):
+        if abs(got) > abs(want) or abs(got) < abs(want):
+            return ("x lies exactly halfway between two neighbours: ties go to the one whose last mantissa bit is 0 "
+                    "(np.rint rounds half to even; floor(y + 0.5) and round-half-up do not)")
+    if kind.startswith("subnormals") or kind.startswith("values around the smallest"):
+        return (f"below the smallest normal number 2^(1-bias) = 2^{1 - bias} the exponent stops falling: the gap stays "
+                f"2^(1-bias-m) = 2^{1 - bias - m} all the way down to 0 (subnormals), so round to multiples of it "
+                "there (and tiny/2, a tie between 0 and tiny, goes to 0)")
+    if kind.startswith("values around the overflow"):
+        return ("a value at or beyond the largest finite number plus half a gap rounds to inf (the largest's last "
+                "mantissa bit is 1, so the tie goes up too); below that it rounds to the largest. Do not clip to the "
+                "largest: a float format overflows to inf")
+    if kind == "zeros":
+        return "-0.0 must stay -0.0: keep the sign of x (np.copysign)"
+    if kind.startswith("infinities"):
+        return "inf stays inf and NaN stays NaN: they are not numbers to round"
+    return ("the gap at x is 2^(E - m), E = floor(log2|x|) (np.frexp gives it without log2's rounding); round |x| "
+            "to a multiple of it, to nearest")
+
+
+def round_to_format_check(fn: Callable[..., Any]) -> None:
+    """``fn(x, e, m)`` -> x rounded to the (e, m) format, float64, bit for bit with the reference on every kind."""
+    rules.enforce(fn, RULES[2], "round_to_format")
+    keys = load_keys()   # the reference, loaded only when a check runs
+    rng = np.random.default_rng()
+    for e, m in FORMATS_CHECKED:
+        for kind, x in _format_cases(rng, e, m):
+            want = keys.round_to_format(x, e, m)
+            call = f"round_to_format(<{kind}>, e={e}, m={m})"
+            try:
+                got = fn(x.copy(), e, m)
+            except NotImplementedError:
+                raise
+            except Exception as err:  # noqa: BLE001 - the student's function failing is a finding
+                raise ExerciseError(f"{call} raised {type(err).__name__}: {err}") from err
+            arr = np.asarray(got)
+            if arr.shape != x.shape:
+                raise ExerciseError(f"{call} returned shape {arr.shape}; the values have shape {x.shape}")
+            arr = arr.astype(np.float64)
+            same = (arr.view(np.uint64) == want.view(np.uint64)) | (np.isnan(arr) & np.isnan(want))
+            if same.all():
+                continue
+            k = int(np.argmin(same))
+            hint = _format_hint(kind, float(x[k]), float(want[k]), float(arr[k]), e, m)
+            raise ExerciseError(f"{call}: x = {x[k]!r} should round to {want[k]!r}, got {arr[k]!r} "
+                                f"(format with {e} exponent and {m} mantissa bits).\n  Hint: {hint}.")

@@ -1,4 +1,4 @@
-"""Lesson 16b's check (mixed-precision training: dynamic loss scaling), with its answer kept inside it.
+"""Lesson 16b's checks (mixed-precision training: dynamic loss scaling, the window of safe scales).
 
 * :func:`scaler_check` drives the student's ``DynamicScaler`` with fresh sequences of gradient
   batches, some holding inf or NaN, and compares every step's answer (apply or skip) and the scale
@@ -6,7 +6,12 @@
   after ``growth_interval`` finite steps in a row). A scaler that never backs off, or that applies
   an overflowing step, is told so.
 
-The exercise has no rule on its source: the check drives the class on sequences it never showed. The
+* :func:`safe_scales_check` runs the student's ``safe_scales(grads, max_underflow)`` on gradient sets of its own
+  (magnitudes spread over many powers of two, zeros, negative values; one set too wide for any scale) and compares
+  (k_lo, k_hi) with the answer keys, with hints for the overflow threshold (65520, not 65504), zeros counted as
+  lost, and a scale returned instead of its exponent.
+
+The exercises have no rule on their source: the check drives the class on sequences it never showed. The
 ``_private`` helpers give the answer away: try the lesson first.
 """
 
@@ -20,7 +25,7 @@ from ..grading.exercises import ExerciseError
 from ..grading.keys import load as load_keys
 from ..grading.rules import Rule
 
-__all__ = ["LESSON", "RULES", "scaler_check"]
+__all__ = ["LESSON", "RULES", "scaler_check", "safe_scales_check"]
 
 LESSON = "16b-mixed-precision-training"
 
@@ -161,3 +166,68 @@ def _scale_hint(overflow: bool, before: float, want: float, got: float, interval
     if want > before:
         return "Grow by exactly a factor 2."
     return "On a finite step the scale only changes when it grows (x 2 after growth_interval good steps in a row)."
+
+
+# --- exercise 2: the window of safe scales ----------------------------------------------------------------------
+
+def _gradient_sets(rng: np.random.Generator) -> list[tuple[str, list[np.ndarray], float]]:
+    """(what it is, float32 gradient arrays, max_underflow)."""
+    def spread(n: int, lo: float, hi: float) -> np.ndarray:
+        return (rng.choice([-1.0, 1.0], n) * 2.0 ** rng.uniform(lo, hi, n)).astype(np.float32)
+
+    with_zeros = spread(3000, -30, -2)
+    with_zeros[rng.choice(3000, 300, replace=False)] = 0.0
+    return [
+        ("gradients from 2^-30 to 2^-2 in three arrays", [spread(2000, -30, -2), spread(500, -26, -8),
+                                                          spread(40, -12, 0)], 0.01),
+        ("the same kind with 10% exact zeros (already 0: not lost to float16)", [with_zeros], 0.01),
+        ("large gradients, from 2^-10 to 2^12", [spread(4000, -10, 12)], 0.001),
+        ("a tight tolerance: none may be lost", [spread(1000, -20, 4)], 0.0),
+        ("gradients spread over 2^-40 to 2^10: wider than float16's 40 powers of two", [spread(5000, -40, 10)], 0.0),
+    ]
+
+
+def safe_scales_check(fn: Any) -> None:
+    """``fn(grads, max_underflow)`` -> (k_lo, k_hi) or None, compared with the keys on gradient sets of its own."""
+    keys = load_keys()   # the reference, loaded only when a check runs
+    rng = np.random.default_rng()
+    for what, grads, tol in _gradient_sets(rng):
+        want = keys.safe_scales(grads, tol)
+        call = f"safe_scales(<{what}>, max_underflow={tol})"
+        try:
+            got = fn([g.copy() for g in grads], tol)
+        except NotImplementedError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the student's function failing is a finding
+            raise ExerciseError(f"{call} raised {type(e).__name__}: {e}") from e
+        if want is None:
+            if got is not None:
+                raise ExerciseError(f"{call} returned {got!r}, but no scale is safe for these gradients (the window "
+                                    "is empty: the scale that keeps the smallest ones keeps the largest from "
+                                    "overflowing no more). Return None then.")
+            continue
+        if got is None:
+            raise ExerciseError(f"{call} returned None, but the scales 2^{want[0]} to 2^{want[1]} are safe for these "
+                                "gradients.\n  Hint: count only the NONZERO values that round to 0 (a value that is 0 "
+                                "already is not lost), and compare with max_underflow times how many there are.")
+        try:
+            k_lo, k_hi = (int(v) for v in got)
+        except (TypeError, ValueError):
+            raise ExerciseError(f"{call} should return (k_lo, k_hi), two integer exponents, or None; got {got!r}") \
+                from None
+        if (k_lo, k_hi) == want:
+            continue
+        hint = ""
+        if (k_lo, k_hi) == (2.0 ** want[0], 2.0 ** want[1]):
+            hint = "those are the scales 2^k; the exercise asks for the exponents k"
+        elif k_hi == want[1] - 1:
+            hint = ("a scaled value overflows only when it ROUNDS to inf: float16's largest is 65504, but values up to "
+                    "65520 (65504 plus half its gap) round down to it")
+        elif k_hi != want[1]:
+            hint = "k_hi: the largest k at which no value of any array, times 2^k and rounded to float16, is inf"
+        elif k_lo != want[0]:
+            hint = ("k_lo: the smallest k at which at most max_underflow of the NONZERO gradients round to 0 in "
+                    "float16 (a value that is 0 already is not lost; the smallest subnormal is 2^-24, and values up to "
+                    "2^-25 round to 0)")
+        raise ExerciseError(f"{call} returned ({k_lo}, {k_hi}), expected {want}."
+                            + (f"\n  Hint: {hint}." if hint else ""))
