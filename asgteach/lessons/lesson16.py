@@ -332,6 +332,10 @@ def _format_cases(rng: np.random.Generator, e: int, m: int) -> list[tuple[str, n
 
 def _format_hint(kind: str, x: float, want: float, got: float, e: int, m: int) -> str:
     bias = 2 ** (e - 1) - 1
+    if np.isfinite(x) and np.isinf(want) != np.isinf(got):      # (any kind: a tie above the largest is one too)
+        kind = "values around the overflow threshold"
+    elif 0 < abs(x) < 2.0 ** (1 - bias) and not kind.startswith("values around the smallest"):
+        kind = "subnormals"                                       # (an ordinary value may fall just below the normals)
     if kind.startswith("ties") or kind.startswith("negative"):
         if abs(got) > abs(want) or abs(got) < abs(want):
             return ("x lies exactly halfway between two neighbours: ties go to the one whose last mantissa bit is 0 "
