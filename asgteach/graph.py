@@ -90,7 +90,9 @@ class Supplied:
 
     - ``"dropout_mask"`` (``nn.Dropout``): in training a fresh random mask that drops each element with
       probability ``p`` and scales the kept ones by ``1 / (1 - p)``; in evaluation ones;
-    - ``"training_flag"`` (``nn.BatchNorm1d``/``2d``): 1.0 in training, 0.0 in evaluation;
+    - ``"training_flag"`` (``nn.BatchNorm1d``/``2d``): 1.0 in training, 0.0 in evaluation. A graph that can
+      only be evaluated (a BatchNorm given one value per channel: a batch of one example) says why in
+      ``refuse``, and asking it to train raises that;
     - ``"running_stat"`` (BatchNorm's running mean and variance): state, like an optimizer's moments. Its
       first value is ``fill``; ``next`` is the node that computes its value after a training step.
     """
@@ -99,17 +101,21 @@ class Supplied:
     p: float = 0.0
     fill: float = 0.0
     next: int | None = None
+    refuse: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in SUPPLIED_KINDS:
             raise ValueError(f"Supplied: kind must be one of {SUPPLIED_KINDS}, got {self.kind!r}")
+        if self.refuse and self.kind != "training_flag":
+            raise ValueError(f"Supplied: only a training flag refuses training, not a {self.kind}")
         if self.kind == "dropout_mask" and not 0.0 <= self.p < 1.0:
             raise ValueError(f"Supplied: a dropout mask's p must be in [0, 1), got {self.p!r}")
 
     def __repr__(self) -> str:
         """Only what the kind uses: ``Supplied('dropout_mask', p=0.25)``, ``Supplied('running_stat', fill=1.0,
         next=21)``."""
-        extra = {"dropout_mask": f", p={self.p!r}", "running_stat": f", fill={self.fill!r}, next={self.next!r}"}
+        extra = {"dropout_mask": f", p={self.p!r}", "running_stat": f", fill={self.fill!r}, next={self.next!r}",
+                 "training_flag": f", refuse={self.refuse!r}" if self.refuse else ""}
         return f"Supplied({self.kind!r}{extra.get(self.kind, '')})"
 
 

@@ -33,6 +33,8 @@ def dump(graph: Graph, include_constants: bool = True) -> str:
         if n.supplied is not None:
             rec["supplied"] = {"kind": n.supplied.kind, "p": n.supplied.p, "fill": n.supplied.fill,
                                "next": n.supplied.next}
+            if n.supplied.refuse:
+                rec["supplied"]["refuse"] = n.supplied.refuse
         if include_constants and n.id in graph.constants:
             value = graph.constants[n.id]
             rec["value"] = {"dtype": str(value.dtype), "data": value.tolist()}
@@ -175,15 +177,18 @@ def _checked_supplied(rec: Any, op: Any, position: int, bad: Callable[[str], Gra
     next value that is a LATER node (checked once all nodes are in, by :func:`_check_next`)."""
     if op != "input":
         raise bad("only an input is supplied by the runner")
-    if not isinstance(rec, dict) or set(rec) != {"kind", "p", "fill", "next"}:
-        raise bad(f"supplied must be an object with kind, p, fill and next, got {_brief(rec)}")
+    if not isinstance(rec, dict) or set(rec) - {"refuse"} != {"kind", "p", "fill", "next"}:
+        raise bad(f"supplied must be an object with kind, p, fill and next (and refuse), got {_brief(rec)}")
+    refuse = rec.get("refuse", "")
+    if not isinstance(refuse, str):
+        raise bad(f"supplied refuse must be a string, got {_brief(refuse)}")
     p, fill, nxt = rec["p"], rec["fill"], rec["next"]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (p, fill)):
         raise bad(f"supplied p and fill must be finite numbers, got {_brief(p)} and {_brief(fill)}")
     if nxt is not None and (not _is_count(nxt) or nxt <= position):
         raise bad(f"supplied next must be a later node's id, got {_brief(nxt)}")
     try:
-        return Supplied(rec["kind"], float(p), float(fill), nxt)
+        return Supplied(rec["kind"], float(p), float(fill), nxt, refuse)
     except (ValueError, TypeError) as e:
         raise bad(str(e)) from None
 

@@ -135,8 +135,8 @@ def test_layer_options_and_shape_errors() -> None:
             nn.BatchNorm1d(4, name="wrong")(x)
         with pytest.raises(at.ShapeError, match=r"\(N, 3, H, W\)"):
             nn.BatchNorm2d(3, name="flat")(x)
-        with pytest.raises(at.ShapeError, match="more than 1 value per channel"):
-            nn.BatchNorm1d(3, name="single")(at.input("one", (1, 3)))
+        with pytest.raises(at.ShapeError, match="1 value per channel.*track_running_stats=False"):
+            nn.BatchNorm1d(3, track_running_stats=False, name="single")(at.input("one", (1, 3)))
         with pytest.raises(ValueError, match="momentum"):
             nn.BatchNorm1d(3, momentum=None)
     # no parameters (affine=False), no flag and no running statistics (track_running_stats=False)
@@ -145,6 +145,39 @@ def test_layer_options_and_shape_errors() -> None:
     want = (X - X.mean(0)) / np.sqrt(X.var(0) + EPS)   # batch statistics in both modes
     np.testing.assert_allclose(at.run(y, {x: X}), want, rtol=1e-12)
     np.testing.assert_allclose(at.run(y, {x: X}, training=True), want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "reference", "wgpu"])
+def test_a_batch_of_one_is_evaluated_and_refused_training_naming_the_layer_and_line(backend: str) -> None:
+    """As PyTorch: one value per channel evaluates with the running statistics; training it raises."""
+    if backend == "wgpu":
+        _wgpu()
+    with at.Graph() as g:
+        x = at.input("x", (1, 3))
+        y = nn.BatchNorm1d(3, name="single")(x)
+    X, W, B = _x((1, 3)), np.array([2.0, 1.0, 0.5]), np.array([0.0, 1.0, -1.0])
+    feeds = {x: X, "single.weight": W, "single.bias": B,
+             "single.running_mean": np.array([1.0, 2.0, 3.0]), "single.running_var": np.array([4.0, 1.0, 0.25])}
+    want = (X - feeds["single.running_mean"]) / np.sqrt(feeds["single.running_var"] + EPS) * W + B
+    np.testing.assert_allclose(at.run(y, feeds, backend=backend), want, rtol=1e-5 if backend == "wgpu" else 1e-12)
+    with pytest.raises(at.ShapeError, match=r"BatchNorm1d: layer 'single' has 1 value per channel in x of shape "
+                                            r"\(1, 3\): it cannot train(?s:.*)test_batchnorm.py:\d+(?s:.*)batches of 2"):
+        at.run(y, feeds, backend=backend, training=True)
+    # the reason is part of the graph: saved with it and loaded back
+    (flag,) = [n for n in at.load_graph(g.to_json()).nodes if n.name == "single.training"]
+    assert "cannot train" in flag.supplied.refuse
+    # a Trainer refuses the step before it changes anything, and evaluates
+    with at.Graph():
+        x1, t1 = at.input("x", (1, 3)), at.input("t", (1, 3))
+        loss = nn.mse_loss(nn.BatchNorm1d(3, name="bn")(x1), t1)
+    tr = at.Trainer(loss, optimizer=at.optim.Adam(lr=0.1), backend=backend, seed=0)
+    params, buffers = {k: v.copy() for k, v in tr.params.items()}, tr.buffers
+    with pytest.raises(at.ShapeError, match="layer 'bn' has 1 value per channel"):
+        tr.train_step({x1: X, t1: X})
+    assert tr.step == 0
+    for k, v in {**params, **buffers}.items():
+        np.testing.assert_array_equal({**tr.params, **tr.buffers}[k], v, err_msg=k)
+    assert np.isfinite(tr.run([loss], {x1: X, t1: X})[0]).all()
 
 
 # --- at.run's mode -------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..graph import Graph, Node, ReleasedError
 from ..ops.registry import generation as ops_generation
+from ..shapes import ShapeError
 from ..tensor import Tensor
 from .common import FeedError, KernelError, NumericsError, resolve_feeds  # noqa: F401
 
@@ -176,7 +177,8 @@ def mode_feeds(nodes: Sequence[Node], training: bool, rng: np.random.Generator |
       dropout": the expected value of every activation is what it is without dropout); in evaluation
       ones, so dropout does nothing. A draw advances ``rng``; evaluation draws nothing.
     - A training flag (``"training_flag"``, ``nn.BatchNorm1d``/``2d``): 1.0 in training (the
-      batch's statistics), 0.0 in evaluation (the running ones).
+      batch's statistics), 0.0 in evaluation (the running ones). A flag that refuses training (its
+      ``supplied.refuse``: a BatchNorm given one value per channel) raises a ShapeError in training.
     """
     out = {}
     for n in nodes:
@@ -192,6 +194,10 @@ def mode_feeds(nodes: Sequence[Node], training: bool, rng: np.random.Generator |
             else:
                 out[n.id] = np.ones(n.shape, dtype)
         elif kind == "training_flag":
+            if training and n.supplied.refuse:
+                raise ShapeError(n.meta.get("layer_kind", "input"), n.supplied.refuse, (), n.source,
+                                 hint="train on batches of 2 or more examples; a batch of one can only be evaluated "
+                                      "(at.run(..., training=False), Trainer.run)")
             out[n.id] = np.asarray(1.0 if training else 0.0, dtype)
     return out
 

@@ -88,14 +88,17 @@ class BatchNormBase(Module):
                              f"{self.layout.format(c=c)}, got {x.shape}", [x.shape], user_source())
         axes = (0, *range(2, x.ndim))                  # every axis but the channels
         n = math.prod(x.shape[a] for a in axes)       # values per channel
-        if n < 2:
-            raise ShapeError(self.kind, f"layer '{self.name}' needs more than 1 value per channel to train (its "
-                             f"batch variance would be 0 and the unbiased one undefined), got x of shape {x.shape}",
-                             [x.shape], user_source())
+        # one value per channel (a batch of one example): evaluation is fine, as in PyTorch, but training is not,
+        # so the training flag carries why and a runner asked to train raises it (``Supplied.refuse``)
+        refuse = (f"layer '{self.name}' has 1 value per channel in x of shape {x.shape}: it cannot train on that (the "
+                  "batch variance would be 0 and the unbiased one undefined)") if n < 2 else ""
+        if refuse and not self.track_running_stats:   # batch statistics in both modes: nothing can run it
+            raise ShapeError(self.kind, refuse + "; without running statistics (track_running_stats=False) it "
+                             "normalises with the batch's in evaluation too", [x.shape], user_source())
         mean = batch_mean = ops.mean(x, axis=axes)   # (C,)
         var = batch_var = ops.var(x, axis=axes)      # (C,), biased (divides by n), as PyTorch normalises
         if self.track_running_stats:
-            training = self.supplied_input("training", (), Supplied("training_flag"))
+            training = self.supplied_input("training", (), Supplied("training_flag", refuse=refuse))
             running_mean = self.supplied_input("running_mean", (c,), Supplied("running_stat",
                                                                               fill=BUFFER_FILL["running_mean"]))
             running_var = self.supplied_input("running_var", (c,), Supplied("running_stat",
@@ -104,7 +107,7 @@ class BatchNormBase(Module):
             var = ops.where(training, batch_var, running_var)
             m = self.momentum
             next_mean = (1.0 - m) * running_mean + m * batch_mean
-            next_var = (1.0 - m) * running_var + m * (batch_var * (n / (n - 1)))
+            next_var = (1.0 - m) * running_var + m * (batch_var * (n / max(n - 1, 1)))   # (never used when n = 1)
             for stat, nxt in ((running_mean, next_mean), (running_var, next_var)):   # (declared once it exists)
                 stat.node.supplied = replace(stat.node.supplied, next=nxt.node_id)
         per_channel = (c,) + (1,) * (x.ndim - 2)     # (C,), (C, 1) or (C, 1, 1): broadcasts along axis 1
