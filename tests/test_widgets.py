@@ -163,6 +163,26 @@ def test_inspector_has_explanations_role_values_and_local_derivative():
     assert slope == pytest.approx(1 - np.tanh(xin) ** 2, rel=1e-3)
 
 
+def test_inputs_the_runner_feeds_say_what_it_feeds_in_both_languages():
+    with at.Graph() as g:
+        x = at.input("x", (1, 3))
+        h = at.nn.BatchNorm1d(3, name="bn<b>")(x)
+        at.nn.Dropout(0.25, name="drop")(h)
+    by_name = {n.name: n for n in g.nodes}
+    mask, flag, mean = by_name["drop.mask"], by_name["bn<b>.training"], by_name["bn<b>.running_mean"]
+    html = node_html(InspectorData(g), mask.id, "en")
+    assert "Fed by the runner" in html and "p = 0.25" in html and "Evaluation: ones" in html
+    html = node_html(InspectorData(g), flag.id, "en")
+    assert "1.0 when the graph trains" in html
+    # a batch of one: the flag says why the graph cannot train, the layer's name escaped
+    assert "can only be evaluated" in html and "bn&lt;b&gt;" in html and "bn<b>" not in html
+    html = node_html(InspectorData(g), mean.id, "en")
+    assert f"node #{mean.supplied.next}" in html and "trainer.buffers" in html and "first 0" in html
+    ru = node_html(InspectorData(g), mean.id, "ru")
+    assert "Подаёт исполнитель" in ru and f"узла #{mean.supplied.next}" in ru
+    assert "Fed by the runner" not in node_html(InspectorData(g), x.node_id, "en")
+
+
 def test_hostile_names_are_escaped_everywhere():
     g, x, h, loss, params, feeds = _mlp(hostile=True)
     html = node_html(InspectorData(g), x.node_id, "en")

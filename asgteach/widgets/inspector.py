@@ -184,6 +184,23 @@ def _technical(data: InspectorData, node: Node, lang: str) -> str:
             f'<table style="font-size:11px">{body}</table></details>')
 
 
+def _supplied_html(data: InspectorData, node: Node, lang: str) -> str:
+    """What the runner feeds an input by itself (``node.supplied``): a dropout mask, a training flag, a running
+    statistic, in the words of the mode that decides it."""
+    sup = node.supplied
+    text = t(f"supplied_{sup.kind}", lang).replace("{p}", f"{sup.p:g}").replace("{fill}", f"{sup.fill:g}")
+    nxt = sup.next if sup.next is not None and 0 <= sup.next < len(data.graph.nodes) else None
+    text = text.replace("{next}", str(nxt) if nxt is not None else "?")
+    body = f"<p>{esc(text)}</p>"
+    if nxt is not None:
+        n = data.graph.nodes[nxt]
+        name = f" <code>{user_text(n.name)}</code>" if n.name != n.op else ""
+        body += f"<p>#{nxt} <b>{user_text(n.op)}</b>{name}</p>"
+    if sup.refuse:
+        body += f'<p style="color:#a05a00">{esc(t("supplied_refuse", lang))} {user_text(sup.refuse)}</p>'
+    return body
+
+
 def _chip(cat: str, lang: str) -> str:
     return (f'<span class="asg-cat" style="background:{colour(cat)};border:1px solid #666;border-radius:3px;'
             f'padding:0 5px;font-size:11px">{esc(category_label(cat, lang))}</span>')
@@ -225,6 +242,8 @@ def node_html(data: InspectorData, node_id: int, lang: str = "en") -> str:
             if role.init is not None:
                 body += f"<p><i>{esc(lab.get('init', 'Initialisation'))}</i>: {prose(role.init.summary)}</p>"
             out.append(_section(lab.get("role", "Role"), body, "asg-role"))
+    if node.supplied is not None:
+        out.append(_section(t("supplied", lang), _supplied_html(data, node, lang), "asg-supplied"))
     if data.values:
         vals = []
         if node.id in data.values:
