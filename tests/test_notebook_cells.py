@@ -244,3 +244,26 @@ def test_from_json_fails_at_load_time_on_an_unknown_op() -> None:
     with pytest.raises(ValueError, match=r"node #1 .*'relu_from_the_future'.*not registered"):
         at.load_graph(text)
     assert [n.op for n in at.load_graph(g.to_json()).nodes] == ["input", "relu"]
+
+
+def test_a_check_failing_after_a_rerun_above_the_answer_says_what_may_have_happened(shell) -> None:
+    """A setup cell re-run after the answer draws a new point: the check fails (rightly), and says that cells ran
+    since the answer; a check right after its answer says nothing of the sort."""
+    sh, run = shell
+    run("from asgteach.grading.exercises import exercise, check, ExerciseError\n"
+        "from asgteach.grading.checks import check_array")
+    setup = "point = np.random.default_rng().standard_normal(3)"
+    answer = "with exercise(1):\n    doubled = 2 * point"
+    check = "with check(1):\n    check_array(doubled, 2 * point, name='doubled')"
+    for cell in (setup, answer, check):
+        run(cell)
+    run(setup)                                        # out of order: a new point, the old answer
+    result = sh.run_cell(check, store_history=True)
+    err = result.error_in_exec
+    assert type(err).__name__ == "ExerciseError", err
+    answered = sh.execution_count - 3                 # (the answer's In [n]: three cells ago)
+    assert f"Cells have run since your answer cell, In [{answered}]" in str(err)
+    assert "run that section's cells again in order" in str(err)
+    run(answer)
+    result = sh.run_cell(check.replace("2 * point", "3 * point"), store_history=True)   # a wrong check, adjacent
+    assert "Cells have run since" not in str(result.error_in_exec)

@@ -284,6 +284,11 @@ def check_tensor(t: Any, inputs: Sequence[Any], expected: Callable[..., Any], na
         if not any(graph.nodes[i].phase == "backward" for i in seen):
             raise ExerciseError(f"{name} holds no backward node: build it with at.grad (the point of the exercise), "
                                 "not by writing the derivative out with forward ops")
+    elsewhere = [x for x in inputs if isinstance(x, Tensor) and x.graph is not t.graph]
+    if elsewhere:   # (a cell that makes the inputs ran again after the answer: they are new, the answer is old)
+        raise ExerciseError(f"{name} belongs to another graph than the input '{elsewhere[0].name}' it should depend "
+                            "on: the cell that makes that input ran again after your answer cell. Run that "
+                            "section's cells again in order, then your answer cell, then this one")
     rng = np.random.default_rng(seed)
     for k in range(trials):
         values = [rng.standard_normal(x.shape) for x in inputs]

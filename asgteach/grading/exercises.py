@@ -84,6 +84,36 @@ def on_submission_side(dotted: str) -> Any:
 _STATUS: dict[int, str] = {}
 
 
+#: exercise number -> the notebook's cell count (IPython's ``In [n]``) when its answer cell last ran, in this kernel
+_ANSWERED_AT: dict[int, int] = {}
+
+
+def _cell_count() -> int | None:
+    """IPython's count of the cell running now (``In [n]``), or None outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    count = getattr(shell, "execution_count", None)
+    return count if isinstance(count, int) else None
+
+
+def _stale_hint(n: int) -> str:
+    """When cells ran between exercise ``n``'s answer and its failing check, what that may mean.
+
+    A notebook is run out of order: a student re-runs a cell above an answer (it draws a new random point, or
+    makes a new graph), and the answer's old values no longer belong with it. The check then rightly fails, but
+    its message speaks of the answer; this says what else may be going on. Only in a student's kernel.
+    """
+    then, now = _ANSWERED_AT.get(n), _cell_count()
+    if IN_JUDGE or then is None or now is None or now - then <= 1:
+        return ""
+    return (f"\n  (Cells have run since your answer cell, In [{then}]. If one of them re-made something your answer "
+            f"uses, a graph or a random point, the answer's values belong to the old one: run that section's cells "
+            f"again in order, then your answer cell, then this one.)")
+
+
 class ExerciseError(AssertionError):
     """A wrong answer. The message says what is wrong and where: which node or element, expected vs got."""
 
@@ -107,6 +137,9 @@ def is_placeholder(e: BaseException, n: int) -> bool:
 def exercise(n: int) -> Iterator[None]:
     """Wrap the answer of exercise ``n``: a ``NotImplementedError("exercise n")`` means "not done yet"."""
     _STATUS[n] = FAILED  # until the block finishes: an error in the student's code leaves it failed
+    count = _cell_count()
+    if count is not None:
+        _ANSWERED_AT[n] = count
     try:
         yield
     except NotImplementedError as e:
@@ -154,7 +187,8 @@ def check(n: int, graded: bool = False) -> Iterator[None]:
             if isinstance(e, KeysMissing) and not graded:   # a student's install: say so, the notebook runs on
                 print(f"exercise {n}: not checked here: {e}")
                 return
-            raise ExerciseError(f"exercise {n}: {e}") from None
+            said = "cells again in order" in str(e)          # (a check that found the stale part itself)
+            raise ExerciseError(f"exercise {n}: {e}{'' if graded or said else _stale_hint(n)}") from None
         raise
     if state == NOT_DONE:  # the check found old values (from an earlier run): still not done
         not_done()
