@@ -51,7 +51,7 @@ CHECKER_NAMES = frozenset({
     "checks", "lesson_checks", "checks_scratch", "checks_deep", "checks_memory", "checks_precision",
     "checks_custom_op", "checks_rnn", "exercises", "judge", "runner", "rules", "nbcourse", "student", "answer_keys",
     "check", "check_array", "check_equal", "check_function", "check_node_values", "check_tensor", "check_true",
-    "check_vjp_rule", "without", "ExerciseError", "status", "suspects",
+    "check_vjp_rule", "without", "ExerciseError", "status", "suspects", "topo_graphs",
 })
 #: a lesson's check module by its name (lesson03, lesson10b, lesson19...): every one, found or added later
 _LESSON_MODULE = re.compile(r"^lesson\d\d[a-z]?$")
