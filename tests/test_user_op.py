@@ -282,7 +282,7 @@ ALLOWED = {
         "the keys of _FAMILIES are WGSL kernel families (files in shaders/), two of which share an op's name",
     ("widgets/inspector.py", ("max", "mean")):
         "min/mean/max are the statistics the inspector prints (keys of widgets.values.stats), not ops",
-    ("lessons/lesson17.py", ("abs", "exp", "log", "max", "pow", "sign", "sqrt", "tanh")):
+    ("lessons/wgsl_standin.py", ("abs", "exp", "log", "max", "pow", "sign", "sqrt", "tanh")):
         "the keys of _WGSL_FUNCTIONS are WGSL's built-in functions (lesson 17's numpy stand-in for a GPU formula), "
         "some of which share an op's name",
     ("lessons/lesson03.py", ("add", "div", "exp", "mul", "sub", "tanh")):
