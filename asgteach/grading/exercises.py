@@ -187,7 +187,7 @@ def check(n: int, graded: bool = False) -> Iterator[None]:
             if isinstance(e, KeysMissing) and not graded:   # a student's install: say so, the notebook runs on
                 print(f"exercise {n}: not checked here: {e}")
                 return
-            said = "cells again in order" in str(e)          # (a check that found the stale part itself)
+            said = "then this one" in str(e)          # (a check that found the stale part itself says what to run)
             raise ExerciseError(f"exercise {n}: {e}{'' if graded or said else _stale_hint(n)}") from None
         raise
     if state == NOT_DONE:  # the check found old values (from an earlier run): still not done
