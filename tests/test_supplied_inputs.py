@@ -47,6 +47,8 @@ def test_a_wrong_declaration_is_refused_where_it_is_made() -> None:
         at.Supplied("dropout")
     with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
         at.Supplied("dropout_mask", p=1.0)
+    with pytest.raises(ValueError, match="only a training flag refuses training"):
+        at.Supplied("dropout_mask", p=0.5, refuse="a mask cannot refuse")
     with at.Graph(), pytest.raises(ValueError, match="only an input"):
         at.Graph().add_node("parameter", (), {}, (2,), "float", supplied=at.Supplied("training_flag"))
 
@@ -74,6 +76,12 @@ def test_the_declaration_travels_with_the_graph_and_runs_the_same() -> None:
     (lambda r: r.update(supplied={"kind": "running_stat", "p": 0, "fill": 0, "next": 0}), "later node"),
     (lambda r: r.update(supplied={"kind": "running_stat", "p": 0, "fill": 0, "next": 10**6}), "not in the graph"),
     (lambda r: r.update(supplied={"kind": "training_flag"}), "an object with kind, p, fill and next"),
+    (lambda r: r.update(supplied={"kind": "training_flag", "p": 0, "fill": 0, "next": None, "refuse": 5}),
+     "refuse must be a string"),
+    (lambda r: r.update(supplied={"kind": "running_stat", "p": 0, "fill": 0, "next": None, "refuse": "no"}),
+     "only a training flag refuses"),
+    (lambda r: r.update(supplied={"kind": "training_flag", "p": 0, "fill": 0, "next": None, "why": "no"}),
+     "an object with kind, p, fill and next"),
 ])
 def test_a_graph_file_cannot_declare_nonsense(edit, words) -> None:
     g, _ = _model()
