@@ -256,6 +256,25 @@ def _clipped_sum(G: np.ndarray, C: float) -> np.ndarray:
     return (G * scale.reshape((-1,) + (1,) * (G.ndim - 1))).sum(axis=0)
 
 
+def _tempting_sums(G: np.ndarray, C: float) -> list[tuple[np.ndarray, str]]:
+    """The clipped sums a careless answer computes from the per-example gradients G, each with the words that name
+    its slip."""
+    norms = np.sqrt((G.reshape(len(G), -1) ** 2).sum(axis=1))
+    total = G.sum(axis=0)
+    return [(total, "that is the sum of the gradients unclipped (the batch's gradient): clip each example's gradient "
+                    "to norm C before summing"),
+            (total * min(1.0, C / max(float(np.linalg.norm(total)), 1e-300)),
+             "that is the batch's gradient clipped once, after summing: DP-SGD clips every example's gradient, so "
+             "one example cannot move the weights by more than C"),
+            ((G * (C / np.where(norms > 0, norms, np.inf)).reshape((-1,) + (1,) * (G.ndim - 1))).sum(axis=0),
+             "every gradient was scaled to norm exactly C: min(1, C/|g_i|) leaves the small ones as they are")]
+
+
+def _apart(values: list[np.ndarray]) -> bool:
+    """No two of ``values`` agree (so a wrong answer matches at most one slip, and never the right answer)."""
+    return all(not np.allclose(a, b, rtol=1e-6, atol=1e-9) for i, a in enumerate(values) for b in values[i + 1:])
+
+
 def clipped_grad_sum_check(fn: Callable[..., Any], trials: int = 2) -> None:
     """``fn(loss_fn, w, X, Y, C)`` -> a Tensor of w's shape: sum over i of g_i * min(1, C / |g_i|), g_i the gradient
     of ``loss_fn(w, X[i], Y[i])`` with respect to w and |g_i| its norm over all of w's entries (DP-SGD's clipping).
@@ -305,12 +324,16 @@ def clipped_grad_sum_check(fn: Callable[..., Any], trials: int = 2) -> None:
                                     f"{tuple(w_shape)}{extra}")
             added[n] = len(graph) - before
             for trial in range(trials):
-                W = rng.standard_normal(w_shape)
-                Xv, Yv = rng.standard_normal((n, *x_shape)), targets(rng, n, k)
-                G = _loop_of_grads(own_loss, W, Xv, Yv)
-                norms = np.sqrt((G.reshape(n, -1) ** 2).sum(axis=1))
-                C = float(rng.uniform(norms.min(), norms.max())) if norms.max() > norms.min() else float(norms[0])
-                want = _clipped_sum(G, C)
+                for _ in range(100):   # values at which the right sum and each tempting wrong one differ (a batch
+                    W = rng.standard_normal(w_shape)    # gradient no longer than C would equal its clipped self)
+                    Xv, Yv = rng.standard_normal((n, *x_shape)), targets(rng, n, k)
+                    G = _loop_of_grads(own_loss, W, Xv, Yv)
+                    norms = np.sqrt((G.reshape(n, -1) ** 2).sum(axis=1))
+                    C = float(rng.uniform(norms.min(), norms.max())) if norms.max() > norms.min() else float(norms[0])
+                    want = _clipped_sum(G, C)
+                    tempting = _tempting_sums(G, C)
+                    if _apart([want, *(v for v, _ in tempting)]):
+                        break
                 try:
                     value = np.asarray(at.run(got, {w: W, X: Xv, Y: Yv, c_in: C}), dtype=np.float64)
                 except Exception as e:  # noqa: BLE001 - a tensor that cannot run is a finding
@@ -320,15 +343,7 @@ def clipped_grad_sum_check(fn: Callable[..., Any], trials: int = 2) -> None:
                     check_array(value, want, name="the clipped sum of the per-example gradients",
                                 where=f"{call}, fresh values, C = {C:.4g}, trial {trial + 1}", rtol=1e-9, atol=1e-12)
                 except ExerciseError as e:
-                    hints = [(G.sum(axis=0), "that is the sum of the gradients unclipped (the batch's gradient): clip "
-                              "each example's gradient to norm C before summing"),
-                             (G.sum(axis=0) * min(1.0, C / max(np.linalg.norm(G.sum(axis=0)), 1e-300)),
-                              "that is the batch's gradient clipped once, after summing: DP-SGD clips every "
-                              "example's gradient, so one example cannot move the weights by more than C"),
-                             ((G * (C / norms).reshape((-1,) + (1,) * (G.ndim - 1))).sum(axis=0),
-                              "every gradient was scaled to norm exactly C: min(1, C/|g_i|) leaves the small ones "
-                              "as they are")]
-                    hint = next((h for v, h in hints if np.allclose(value, v, rtol=1e-8, atol=1e-11)),
+                    hint = next((h for v, h in tempting if np.allclose(value, v, rtol=1e-8, atol=1e-11)),
                                 "row i of vmap's result is example i's gradient; its norm runs over all of w's "
                                 "entries (every axis but the first)")
                     raise ExerciseError(f"{e}\n  Hint: {hint}.") from None
